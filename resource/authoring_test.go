@@ -1,0 +1,288 @@
+package resource
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsd/xdsd/constraint"
+)
+
+func TestLoadExamples(t *testing.T) {
+	docs, err := Load("../examples")
+	if err != nil {
+		t.Fatalf("examples do not validate:\n%v", err)
+	}
+	count := map[string]int{}
+	for _, d := range docs {
+		count[d.Variant.Type.Name]++
+	}
+	if count["envoy.config.route.v3.RouteConfiguration"] < 6 || count["envoy.config.listener.v3.Listener"] < 3 {
+		t.Errorf("unexpected example contents: %v", count)
+	}
+	// The four TP2 variants of "tp2", one written in proto JSON form.
+	var tp2 []*Document
+	for _, d := range docs {
+		if d.Variant.Name == "tp2" && d.Variant.Type.URL == RouteURL {
+			tp2 = append(tp2, d)
+		}
+	}
+	if len(tp2) != 4 {
+		t.Fatalf("tp2 variants = %d, want 4", len(tp2))
+	}
+	want := constraint.MustParse("env=prod && version=v1")
+	if !tp2[3].Variant.Constraints.Equal(want) {
+		t.Errorf("proto-JSON constraints = %q, want %q", tp2[3].Variant.Constraints, want)
+	}
+}
+
+func TestDecodeForms(t *testing.T) {
+	cluster := `{"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "type": "EDS", "eds_cluster_config": {"eds_config": {"ads": {}}}}`
+	tests := []struct {
+		name   string
+		src    string
+		names  []string
+		lines  []int
+		consts []string
+	}{
+		{"json object", cluster, []string{"c1"}, []int{1}, []string{""}},
+		{"json array", "[\n" + cluster + ",\n" + strings.Replace(cluster, `"c1"`, `"c2"`, 1) + "\n]", []string{"c1", "c2"}, []int{2, 3}, []string{"", ""}},
+		{"yaml multi", "# leading comment\n---\n\"@type\": envoy.config.cluster.v3.Cluster\nname: a\n---\n---\n# empty above\n\"@type\": envoy.config.cluster.v3.Cluster\nname: b\n", []string{"a", "b"}, []int{3, 7}, []string{"", ""}},
+		{"wrapper fills payload name", "name: w\nconstraints: env=prod\nresource:\n  \"@type\": envoy.config.cluster.v3.Cluster\n", []string{"w"}, []int{1}, []string{"env=prod"}},
+		{"alias type and xdstp name normalized", "type: cds\nname: xdstp://auth/envoy.config.cluster.v3.Cluster/x?b=2&a=1\nresource:\n  \"@type\": envoy.config.cluster.v3.Cluster\n  name: xdstp://auth/envoy.config.cluster.v3.Cluster/x?a=1&b=%32\n", []string{"xdstp://auth/envoy.config.cluster.v3.Cluster/x?a=1&b=2"}, []int{1}, []string{""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			docs, err := Decode("f.yaml", []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(docs) != len(tc.names) {
+				t.Fatalf("got %d documents, want %d", len(docs), len(tc.names))
+			}
+			for i, d := range docs {
+				if d.Variant.Name != tc.names[i] || d.Line != tc.lines[i] || d.Index != i+1 || d.Variant.Constraints.String() != tc.consts[i] {
+					t.Errorf("doc %d = %q line %d index %d constraints %q; want %q line %d index %d constraints %q",
+						i, d.Variant.Name, d.Line, d.Index, d.Variant.Constraints, tc.names[i], tc.lines[i], i+1, tc.consts[i])
+				}
+				if got := d.Message.(*clusterv3.Cluster).GetName(); got == "" {
+					t.Errorf("payload name not filled in")
+				}
+			}
+		})
+	}
+}
+
+// Each kind of bad input gets its own precise error: what, and where.
+func TestDecodeErrors(t *testing.T) {
+	const cl = "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n"
+	tests := []struct {
+		name string
+		src  string
+		want []string // substrings of the error, all required
+	}{
+		{"malformed name", cl + "name: \"xdstp://a/envoy.config.cluster.v3.Cluster/x%zz\"\n",
+			[]string{"f.yaml: document 1 (line 1): name:", "at byte 43", "percent"}},
+		{"xdstp type mismatch", cl + "name: xdstp://a/envoy.config.listener.v3.Listener/x\n",
+			[]string{"document 1", "name:", "resource type envoy.config.listener.v3.Listener", "is a envoy.config.cluster.v3.Cluster"}},
+		{"reserved context param", cl + "name: xdstp://a/envoy.config.cluster.v3.Cluster/x?xds.node.id=1\n",
+			[]string{"name:", "reserved xds. namespace"}},
+		{"bad constraint syntax", "constraints: env=prod &&\nresource:\n  " + cl + "  name: c\n",
+			[]string{"document 1 (line 1): constraints:", "at byte"}},
+		{"overlapping variants", "constraints: env=prod || env=test\nresource:\n  " + cl + "  name: c\n---\nconstraints: env=qa || env=test\nresource:\n  " + cl + "  name: c\n",
+			[]string{"constraints:", "overlap", "env=test", "document 1", "document 2"}},
+		{"different key sets", "constraints: env=prod\nresource:\n  " + cl + "  name: c\n---\nconstraints: env=prod && version=v1\nresource:\n  " + cl + "  name: c\n",
+			[]string{"constraints:", "version"}},
+		{"payload fails ValidateAll", "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: vh\n  domains: []\n",
+			[]string{"virtual_hosts[0].domains", "at least 1"}},
+		{"nested Any fails validation", "\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: l\napi_listener:\n  api_listener:\n    \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n    rds: {route_config_name: r, config_source: {ads: {}}}\n",
+			[]string{"api_listener.api_listener.stat_prefix"}},
+		{"name/payload mismatch", "name: a\nresource:\n  " + cl + "  name: b\n",
+			[]string{"resource.name:", `"b" differs from the resource name "a"`}},
+		{"unknown field with path", "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: vh\n  domains: [\"*\"]\n  routes:\n  - match: {prefix: \"\"}\n    bogus: 1\n",
+			[]string{"virtual_hosts[0].routes[0].bogus", "unknown field"}},
+		{"bad enum", cl + "name: c\nlb_policy: FASTEST\n", []string{"lb_policy", "FASTEST"}},
+		{"missing type", "name: c\n", []string{"resource: missing"}},
+		{"unknown wrapper key", "nmae: c\nresource:\n  " + cl + "  name: c\n", []string{"nmae: unknown field"}},
+		{"unknown message", "\"@type\": type.googleapis.com/foo.Bar\nname: x\n", []string{"@type", "unknown message type"}},
+		{"not an xDS type", "\"@type\": type.googleapis.com/envoy.config.core.v3.Address\n", []string{"not an xDS resource type"}},
+		{"payload type differs", "type: lds\nresource:\n  " + cl + "  name: c\n", []string{"type:", "not a envoy.config.listener.v3.Listener"}},
+		{"yaml syntax", cl + "name: c\n---\n" + cl + "name: [\n", []string{"document 2 (line 4)", "invalid YAML"}},
+		{"duplicate variant", cl + "name: c\n---\n" + cl + "name: c\n", []string{"document 2", "defined twice", "document 1"}},
+		{"missing name", cl + "type: EDS\n", []string{"name: missing"}},
+		{"vhost without route config", "\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: vh\ndomains: [\"*\"]\n", []string{"<route configuration name>/<virtual host name>"}},
+		{"redirect to glob", "type: lds\nname: xdstp://a/envoy.config.listener.v3.Listener/x\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.Listener\n  id: y/*\n",
+			[]string{"not a glob"}},
+		{"collection entry of wrong type", "name: xdstp://a/envoy.config.listener.v3.ListenerCollection/c\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n  - locator: {authority: a, resource_type: envoy.config.cluster.v3.Cluster, id: x}\n",
+			[]string{"resource.entries[0].locator", "holds envoy.config.listener.v3.Listener"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			docs, err := Decode("f.yaml", []byte(tc.src))
+			if err == nil {
+				t.Fatalf("no error; decoded %d documents", len(docs))
+			}
+			var de *DocError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %T is not a DocError: %v", err, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "\"@type\": envoy.config.cluster.v3.Cluster\nname: \"\"\n")
+	write("b.json", `{"@type": "envoy.config.cluster.v3.Cluster", "name": "ok"}`)
+	write("c.yml", "\"@type\": envoy.config.cluster.v3.Cluster\nname: c\nbad: 1\n")
+	write(".hidden.yaml", "garbage: [")
+	write("notes.txt", "ignored")
+	_, err := Load(dir)
+	var l ErrorList
+	if !errors.As(err, &l) || len(l) != 2 {
+		t.Fatalf("want 2 errors, got %v", err)
+	}
+	if !strings.Contains(l[0].Source, "a.yaml") || !strings.Contains(l[1].Source, "c.yml") || l[1].Path != "bad" {
+		t.Errorf("errors = %v", err)
+	}
+}
+
+func TestCollectionsAndRedirects(t *testing.T) {
+	src := `name: xdstp://a/envoy.config.cluster.v3.ClusterCollection/all
+resource:
+  "@type": type.googleapis.com/envoy.config.cluster.v3.ClusterCollection
+  entries:
+  - locator: {authority: a, resource_type: envoy.config.cluster.v3.Cluster, id: one}
+  - inline_entry:
+      name: two
+      version: "1"
+      resource:
+        "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+        name: two
+---
+type: cds
+name: xdstp://a/envoy.config.cluster.v3.Cluster/old
+resource:
+  "@type": type.googleapis.com/xds.core.v3.ResourceLocator
+  authority: b
+  resource_type: envoy.config.cluster.v3.Cluster
+  id: new
+`
+	docs, err := Decode("c.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := CollectionEntries(docs[0].Variant.Body())
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("entries = %v, %v; want 2 (ClusterCollection's singular field read as repeated)", entries, err)
+	}
+	if entries[1].GetInlineEntry().GetName() != "two" || entries[0].GetLocator().GetId() != "one" {
+		t.Errorf("entries = %v", entries)
+	}
+	r := docs[1].Variant
+	if !r.IsRedirect() || r.Type.URL != ClusterURL || r.PayloadURL != LocatorURL {
+		t.Errorf("redirect variant: type %s payload %s", r.Type.URL, r.PayloadURL)
+	}
+	m, err := r.Message()
+	if err != nil || m.(*xdscorev3.ResourceLocator).GetAuthority() != "b" {
+		t.Errorf("redirect payload %v %v", m, err)
+	}
+}
+
+func TestRegistryLookup(t *testing.T) {
+	for _, s := range []string{"cds", "CDS", "cluster", ClusterURL, "envoy.config.cluster.v3.Cluster"} {
+		typ, err := Lookup(s)
+		if err != nil || typ.URL != ClusterURL {
+			t.Errorf("Lookup(%q) = %v, %v", s, typ, err)
+		}
+	}
+	for s, url := range map[string]string{"lds": ListenerURL, "rds": RouteURL, "eds": EndpointURL, "vhds": VirtualHostURL, "sds": SecretURL, "rtds": RuntimeURL, "ecds": ExtensionConfigURL, "srds": ScopedRouteURL, "leds": LbEndpointURL, "listenercollection": ListenerCollectionURL, "redirect": LocatorURL} {
+		if typ, err := Lookup(s); err != nil || typ.URL != url {
+			t.Errorf("Lookup(%q) = %v, %v; want %s", s, typ, err, url)
+		}
+	}
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "cds") {
+		t.Errorf("Lookup(nope) error = %v", err)
+	}
+	o := ForURL("type.googleapis.com/example.Unknown")
+	if o.Known || o != ForURL("type.googleapis.com/example.Unknown") {
+		t.Errorf("opaque type not stable: %+v", o)
+	}
+	if ts := Types(); ts[0].URL != ClusterURL {
+		t.Errorf("ADS order starts with %s, want clusters", ts[0].URL)
+	}
+}
+
+// The pre-encoded pieces of a variant decode as the messages they claim to be.
+func TestVariantEncoding(t *testing.T) {
+	rc := &routev3.RouteConfiguration{Name: "r"}
+	body, err := Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := constraint.MustParse("env=prod")
+	v := NewVariant(ForURL(RouteURL), "r", c, "7", "", body)
+	var a anypb.Any
+	if err := proto.Unmarshal(v.Any(), &a); err != nil || a.TypeUrl != RouteURL {
+		t.Fatalf("Any: %v %v", a.TypeUrl, err)
+	}
+	for _, tp2 := range []bool{false, true} {
+		var res discoveryv3.Resource
+		if err := proto.Unmarshal(append(append([]byte(nil), v.ResourceHeader(tp2)...), v.Any()...), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Version != "7" || !proto.Equal(res.Resource, &a) {
+			t.Errorf("tp2=%v: resource %v", tp2, &res)
+		}
+		if tp2 {
+			got, err := constraint.FromProto(res.GetResourceName().GetDynamicParameterConstraints())
+			if res.Name != "" || res.GetResourceName().GetName() != "r" || err != nil || !got.Equal(c) {
+				t.Errorf("tp2 resource_name = %v", res.ResourceName)
+			}
+		} else if res.Name != "r" || res.ResourceName != nil {
+			t.Errorf("plain name = %q %v", res.Name, res.ResourceName)
+		}
+		var w anypb.Any
+		whole := append(append(append([]byte(nil), v.WrappedHeader(tp2)...), v.ResourceHeader(tp2)...), v.Any()...)
+		if err := proto.Unmarshal(whole, &w); err != nil || w.TypeUrl != WrapperURL {
+			t.Fatalf("wrapped: %v %v", w.TypeUrl, err)
+		}
+		var inner discoveryv3.Resource
+		if err := w.UnmarshalTo(&inner); err != nil || !proto.Equal(&inner, &res) {
+			t.Errorf("wrapped inner = %v, %v", &inner, err)
+		}
+	}
+	if nv := v.WithVersion("8"); nv.Version != "8" || &nv.Body()[0] != &v.Body()[0] {
+		t.Errorf("WithVersion must share the payload")
+	}
+}
+
+func TestPathsByLine(t *testing.T) {
+	js := "{\n \"a\": {\n  \"b\": [\n   1,\n   {\n    \"c\": true\n   }\n  ]\n },\n \"d\": \"x\"\n}"
+	want := map[int]string{2: "a", 3: "a.b", 4: "a.b[0]", 5: "a.b[1]", 6: "a.b[1].c", 10: "d"}
+	got := pathsByLine([]byte(js))
+	for l, p := range want {
+		if got[l] != p {
+			t.Errorf("line %d: %q, want %q", l, got[l], p)
+		}
+	}
+}

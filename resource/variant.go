@@ -1,0 +1,195 @@
+package resource
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/xdsd/xdsd/constraint"
+)
+
+// Key identifies one variant: a resource's type, canonical name and
+// canonical constraints (TP2: constraints are part of a variant's identity).
+type Key struct {
+	Type        string // type URL
+	Name        string // canonical name
+	Constraints string // constraint.Constraints.Key(); "" when unconstrained
+}
+
+func (k Key) String() string {
+	if k.Constraints == "" {
+		return fmt.Sprintf("%s %s", k.Type, k.Name)
+	}
+	return fmt.Sprintf("%s %s [%s]", k.Type, k.Name, k.Constraints)
+}
+
+// Variant is one variant of a named resource: a payload with the TP2
+// constraints that select it and the version that last changed it. It is
+// immutable once made, and its payload is encoded exactly once, when it is
+// made; responses are assembled from those bytes and never re-marshal it
+// (DESIGN.md §5).
+type Variant struct {
+	// Type is the type the resource is served as, i.e. the type clients
+	// subscribe to.
+	Type *Type
+	// Name is the resource's canonical name.
+	Name string
+	// Constraints select which subscribers get this variant.
+	Constraints constraint.Constraints
+	// Version is the store revision that last changed the variant (or the
+	// version an upstream server gave it).
+	Version string
+	// PayloadURL is the payload's type URL. It equals Type.URL except for a
+	// redirect, whose payload is an xds.core.v3.ResourceLocator.
+	PayloadURL string
+	// DoNotCache carries Resource.cache_control.do_not_cache from upstream.
+	DoNotCache bool
+
+	any     []byte // encoded google.protobuf.Any
+	bodyOff int    // the payload starts at any[bodyOff:]
+
+	once    sync.Once
+	hdr     [2][]byte // discovery Resource header, without (0) and with (1) resource_name
+	wrapHdr [2][]byte // Any header wrapping the Resource for SotW
+}
+
+// NewVariant makes a variant from an already marshaled payload. Marshal the
+// payload deterministically (see Marshal) so that unchanged content keeps
+// equal bytes.
+func NewVariant(t *Type, name string, c constraint.Constraints, version, payloadURL string, body []byte) *Variant {
+	if payloadURL == "" {
+		payloadURL = t.URL
+	}
+	any := make([]byte, 0, len(payloadURL)+len(body)+12)
+	any = protowire.AppendTag(any, 1, protowire.BytesType)
+	any = protowire.AppendString(any, payloadURL)
+	any = protowire.AppendTag(any, 2, protowire.BytesType)
+	any = protowire.AppendVarint(any, uint64(len(body)))
+	off := len(any)
+	any = append(any, body...)
+	return &Variant{Type: t, Name: name, Constraints: c, Version: version, PayloadURL: payloadURL, any: any, bodyOff: off}
+}
+
+// WithVersion returns a copy of v carrying another version; the payload
+// bytes are shared, not copied.
+func (v *Variant) WithVersion(version string) *Variant {
+	return &Variant{Type: v.Type, Name: v.Name, Constraints: v.Constraints, Version: version,
+		PayloadURL: v.PayloadURL, DoNotCache: v.DoNotCache, any: v.any, bodyOff: v.bodyOff}
+}
+
+// WithDoNotCache returns a copy of v with DoNotCache set as given.
+func (v *Variant) WithDoNotCache(b bool) *Variant {
+	c := v.WithVersion(v.Version)
+	c.DoNotCache = b
+	return c
+}
+
+// Key returns the variant's identity.
+func (v *Variant) Key() Key {
+	return Key{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints.Key()}
+}
+
+// Body is the marshaled payload message.
+func (v *Variant) Body() []byte { return v.any[v.bodyOff:] }
+
+// Any is the payload encoded as a google.protobuf.Any message.
+func (v *Variant) Any() []byte { return v.any }
+
+// Size is the encoded payload size in bytes.
+func (v *Variant) Size() int { return len(v.any) - v.bodyOff }
+
+// IsRedirect reports whether the payload is a TP1 redirect.
+func (v *Variant) IsRedirect() bool { return v.PayloadURL == LocatorURL && v.Type.URL != LocatorURL }
+
+// SameContent reports whether w has the same payload and constraints as v,
+// whatever their versions.
+func (v *Variant) SameContent(w *Variant) bool {
+	return w != nil && v.PayloadURL == w.PayloadURL && v.Constraints.Equal(w.Constraints) &&
+		v.DoNotCache == w.DoNotCache && string(v.Body()) == string(w.Body())
+}
+
+// Message decodes the payload. It fails for payload types this binary does
+// not know.
+func (v *Variant) Message() (proto.Message, error) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(v.PayloadURL)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", v.Name, err)
+	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(v.Body(), m); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", v.Name, err)
+	}
+	return m, nil
+}
+
+// ResourceHeader returns the encoding of an envoy.service.discovery.v3.Resource
+// holding this variant, up to and including the tag and length of its
+// `resource` field: append Any() to it to get the whole message. With tp2 the
+// name goes in `resource_name` together with the constraints (TP2 requires
+// servers and proxies to send them); without, in `name`. An unconstrained
+// variant is always named by `name`.
+func (v *Variant) ResourceHeader(tp2 bool) []byte {
+	v.once.Do(v.encodeHeaders)
+	if tp2 {
+		return v.hdr[1]
+	}
+	return v.hdr[0]
+}
+
+// WrappedHeader returns the encoding of a google.protobuf.Any holding the
+// Resource of ResourceHeader, up to the Resource itself: the whole Any is
+// WrappedHeader(tp2) + ResourceHeader(tp2) + Any(). SotW responses carry this
+// to clients that take wrapped resources (PROTOCOL.md §1.10).
+func (v *Variant) WrappedHeader(tp2 bool) []byte {
+	v.once.Do(v.encodeHeaders)
+	if tp2 {
+		return v.wrapHdr[1]
+	}
+	return v.wrapHdr[0]
+}
+
+func (v *Variant) encodeHeaders() {
+	for i := range 2 {
+		var b []byte
+		if i == 1 && !v.Constraints.IsZero() {
+			rn := protowire.AppendTag(nil, 1, protowire.BytesType)
+			rn = protowire.AppendString(rn, v.Name)
+			if c, err := Marshal(v.Constraints.Proto()); err == nil && len(c) > 0 {
+				rn = protowire.AppendTag(rn, 2, protowire.BytesType)
+				rn = protowire.AppendBytes(rn, c)
+			}
+			b = protowire.AppendTag(b, 8, protowire.BytesType)
+			b = protowire.AppendBytes(b, rn)
+		} else {
+			b = protowire.AppendTag(b, 3, protowire.BytesType)
+			b = protowire.AppendString(b, v.Name)
+		}
+		if v.Version != "" {
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = protowire.AppendString(b, v.Version)
+		}
+		if v.DoNotCache {
+			// cache_control (7) { do_not_cache (1): true }
+			b = protowire.AppendTag(b, 7, protowire.BytesType)
+			b = protowire.AppendBytes(b, []byte{0x08, 0x01})
+		}
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(len(v.any)))
+		v.hdr[i] = b
+
+		w := protowire.AppendTag(nil, 1, protowire.BytesType)
+		w = protowire.AppendString(w, WrapperURL)
+		w = protowire.AppendTag(w, 2, protowire.BytesType)
+		w = protowire.AppendVarint(w, uint64(len(b)+len(v.any)))
+		v.wrapHdr[i] = w
+	}
+}
+
+// Marshal encodes a payload deterministically, so that equal content gives
+// equal bytes and an unchanged re-apply changes no version.
+func Marshal(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
