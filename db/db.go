@@ -1,0 +1,628 @@
+package db
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/name"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Wildcard is the name of a wildcard subscription.
+const Wildcard = "*"
+
+// DB is the subscription database. It is safe for concurrent use.
+type DB struct {
+	mu       sync.RWMutex
+	rev      int64
+	tables   map[string]*table
+	interest map[subKey]int // subscriptions per distinct Interest, across subscribers
+	epoch    uint64
+	hooks    Hooks
+}
+
+// Hooks tell a cache (client, relay) when interest in a resource starts and
+// stops, so it can subscribe and unsubscribe upstream. They are called after
+// the db's lock is released, in order, and must not block for long.
+type Hooks struct {
+	// Interest is called when the first subscription of an Interest starts
+	// (on=true) and when the last one stops (on=false).
+	Interest func(i Interest, on bool)
+}
+
+// Interest is one distinct subscription: a type, a name (a resource name, a
+// glob URL, a VHDS "<route config>/<host>", or Wildcard) and the canonical
+// dynamic parameters it was made with.
+type Interest struct {
+	Type   string
+	Name   string
+	Params string // constraint.Params.Key()
+}
+
+// New returns an empty database.
+func New(h Hooks) *DB {
+	return &DB{tables: map[string]*table{}, interest: map[subKey]int{}, hooks: h}
+}
+
+type table struct {
+	typ      *resource.Type
+	entries  map[string]*entry
+	wildcard map[*Subscriber]int
+	globs    map[string]*glob // by canonical glob URL
+	vhds     map[string]*vhds // VirtualHost only: by route configuration name
+}
+
+type entry struct {
+	name     string
+	variants []*resource.Variant // sorted by constraint key
+	subs     map[*Subscriber]int
+	glob     *glob    // the glob collection holding this entry, if any
+	vhds     *vhds    // VirtualHost: its route configuration's namespace
+	domains  []string // VirtualHost: union of the variants' domains, indexed in vhds
+}
+
+func (e *entry) empty() bool { return len(e.variants) == 0 && len(e.subs) == 0 }
+
+// selectVariant picks the variant whose constraints match p. The variants of
+// a resource are mutually exclusive (the store and TP2 require it), so the
+// first match is the only one.
+func (e *entry) selectVariant(p constraint.Params) *resource.Variant {
+	for _, v := range e.variants {
+		if v.Constraints.Match(p) {
+			return v
+		}
+	}
+	return nil
+}
+
+type glob struct {
+	key     string
+	members map[string]*entry // entries with at least one variant
+	subs    map[*Subscriber]int
+}
+
+func (d *DB) table(typeURL string) *table {
+	t := d.tables[typeURL]
+	if t == nil {
+		t = &table{
+			typ:      resource.ForURL(typeURL),
+			entries:  map[string]*entry{},
+			wildcard: map[*Subscriber]int{},
+			globs:    map[string]*glob{},
+		}
+		if typeURL == resource.VirtualHostURL {
+			t.vhds = map[string]*vhds{}
+		}
+		d.tables[typeURL] = t
+	}
+	return t
+}
+
+func (t *table) entry(n string) *entry {
+	e := t.entries[n]
+	if e == nil {
+		e = &entry{name: n, subs: map[*Subscriber]int{}}
+		t.entries[n] = e
+	}
+	return e
+}
+
+func (t *table) glob(key string) *glob {
+	g := t.globs[key]
+	if g == nil {
+		g = &glob{key: key, members: map[string]*entry{}, subs: map[*Subscriber]int{}}
+		t.globs[key] = g
+	}
+	return g
+}
+
+// gc drops an entry that has neither variants nor subscribers, and the
+// indexes it leaves empty. It runs after subscribers are marked, so that a
+// deletion still reaches the glob and VHDS subscribers that saw the entry.
+func (t *table) gc(e *entry) {
+	if !e.empty() {
+		return
+	}
+	delete(t.entries, e.name)
+	if e.glob != nil {
+		t.gcGlob(e.glob)
+	}
+	if e.vhds != nil {
+		t.gcVHDS(e.vhds.rc)
+	}
+}
+
+func (t *table) gcGlob(g *glob) {
+	if len(g.members) == 0 && len(g.subs) == 0 {
+		delete(t.globs, g.key)
+	}
+}
+
+// Update is one atomic change of contents.
+type Update struct {
+	// Rev is the revision the update brings the db to; when zero the db
+	// counts its own revisions.
+	Rev int64
+	// Reset replaces the whole contents: every variant not in Puts is
+	// removed.
+	Reset bool
+	Puts  []*resource.Variant
+	// Deletes remove single variants.
+	Deletes []resource.Key
+	// Removes remove every variant of a resource (type URL, name).
+	Removes [][2]string
+	// At is when the change was made, for apply-to-send latency; zero means
+	// now.
+	At time.Time
+}
+
+// Changed is one pending change a subscriber has been told about.
+type Changed struct {
+	Type string
+	Name string
+}
+
+// Update applies u atomically and marks every subscriber of what changed:
+// subscribers of the resource, wildcard subscribers of its type, glob
+// subscribers of its collection, and VHDS subscribers of its route
+// configuration. Each marked subscriber is signalled once.
+func (d *DB) Update(u Update) {
+	at := u.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	d.mu.Lock()
+	d.epoch++
+	m := marker{epoch: d.epoch, at: at}
+	if u.Rev > 0 {
+		d.rev = u.Rev
+	} else {
+		d.rev++
+	}
+	if u.Reset {
+		keep := map[resource.Key]bool{}
+		for _, v := range u.Puts {
+			keep[v.Key()] = true
+		}
+		for _, t := range d.tables {
+			for _, e := range t.entries {
+				for _, v := range e.variants {
+					if k := v.Key(); !keep[k] {
+						u.Deletes = append(u.Deletes, k)
+					}
+				}
+			}
+		}
+	}
+	touched := map[*entry]*table{}
+	for _, k := range u.Deletes {
+		t := d.tables[k.Type]
+		if t == nil {
+			continue
+		}
+		e := t.entries[k.Name]
+		if e == nil {
+			continue
+		}
+		for i, v := range e.variants {
+			if v.Constraints.Key() == k.Constraints {
+				e.variants = append(e.variants[:i:i], e.variants[i+1:]...)
+				touched[e] = t
+				break
+			}
+		}
+	}
+	for _, r := range u.Removes {
+		t := d.tables[r[0]]
+		if t == nil {
+			continue
+		}
+		if e := t.entries[r[1]]; e != nil && len(e.variants) > 0 {
+			e.variants = nil
+			touched[e] = t
+		}
+	}
+	for _, v := range u.Puts {
+		t := d.table(v.Type.URL)
+		e := t.entry(v.Name)
+		ck := v.Constraints.Key()
+		i := sort.Search(len(e.variants), func(i int) bool { return e.variants[i].Constraints.Key() >= ck })
+		if i < len(e.variants) && e.variants[i].Constraints.Key() == ck {
+			if e.variants[i] == v {
+				continue
+			}
+			nv := append([]*resource.Variant(nil), e.variants...)
+			nv[i] = v
+			e.variants = nv
+		} else {
+			nv := make([]*resource.Variant, 0, len(e.variants)+1)
+			nv = append(append(append(nv, e.variants[:i]...), v), e.variants[i:]...)
+			e.variants = nv
+		}
+		touched[e] = t
+	}
+	for e, t := range touched {
+		d.reindex(t, e)
+		m.entry(t, e)
+		t.gc(e)
+	}
+	d.mu.Unlock()
+	m.signal()
+}
+
+// reindex keeps the glob and VHDS indexes in step with an entry's variants.
+func (d *DB) reindex(t *table, e *entry) {
+	present := len(e.variants) > 0
+	if e.glob == nil && present {
+		if n, err := name.ParseURN(e.name); err == nil {
+			if g, ok := n.GlobCollection(); ok {
+				e.glob = t.glob(g.String())
+			}
+		}
+	}
+	if e.glob != nil {
+		if present {
+			e.glob.members[e.name] = e
+		} else {
+			delete(e.glob.members, e.name)
+		}
+	}
+	if t.vhds != nil {
+		t.indexVirtualHost(e)
+	}
+}
+
+// marker collects the subscribers an update affects, so that each is
+// signalled once, after the lock is released.
+type marker struct {
+	epoch uint64
+	at    time.Time
+	subs  []*Subscriber
+}
+
+func (m *marker) mark(s *Subscriber, typeURL, n string) {
+	s.mark(typeURL, n, m.at)
+	if s.epoch != m.epoch {
+		s.epoch = m.epoch
+		m.subs = append(m.subs, s)
+	}
+}
+
+func (m *marker) entry(t *table, e *entry) {
+	for s := range e.subs {
+		m.mark(s, t.typ.URL, e.name)
+	}
+	for s := range t.wildcard {
+		m.mark(s, t.typ.URL, e.name)
+	}
+	if e.glob != nil {
+		for s := range e.glob.subs {
+			m.mark(s, t.typ.URL, e.name)
+		}
+	}
+	if e.vhds != nil {
+		for s := range e.vhds.subs {
+			m.mark(s, t.typ.URL, e.name)
+		}
+	}
+}
+
+func (m *marker) signal() {
+	for _, s := range m.subs {
+		s.signal()
+	}
+}
+
+// Rev is the db's revision.
+func (d *DB) Rev() int64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.rev
+}
+
+// Subscriber is one party that subscribes: a downstream stream, or a local
+// watcher. The db marks it with what changed and signals it; it reads the
+// changes with Drain and the contents with Read.
+type Subscriber struct {
+	notify func()
+
+	mu      sync.Mutex
+	pending map[Changed]struct{}
+	since   time.Time
+
+	// Guarded by DB.mu.
+	epoch uint64
+	subs  map[subKey]int
+}
+
+type subKey struct {
+	typ, name, params string
+}
+
+// NewSubscriber returns a subscriber; notify is called (from any goroutine,
+// never with db locks held) once per update that touches it, and must not
+// block.
+func NewSubscriber(notify func()) *Subscriber {
+	return &Subscriber{notify: notify, subs: map[subKey]int{}}
+}
+
+func (s *Subscriber) mark(typeURL, n string, at time.Time) {
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = map[Changed]struct{}{}
+	}
+	if len(s.pending) == 0 || at.Before(s.since) {
+		s.since = at
+	}
+	s.pending[Changed{typeURL, n}] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Subscriber) signal() {
+	if s.notify != nil {
+		s.notify()
+	}
+}
+
+// Drain returns and clears what changed since the last Drain, and when the
+// oldest of those changes was made.
+func (s *Subscriber) Drain() (map[Changed]struct{}, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, at := s.pending, s.since
+	s.pending = nil
+	return p, at
+}
+
+// Subscribe adds a subscription of s: to a resource name, to Wildcard, to a
+// glob collection URL (TP1: immediate children with identical context
+// parameters), or, for virtual hosts, to "<route config>/<host>" resolved
+// by domain (on-demand VHDS). params are the subscriber's dynamic
+// parameters, used to select variants. Subscribing twice with the same
+// parameters counts twice.
+func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
+	k := subKey{typeURL, n, params.Key()}
+	d.mu.Lock()
+	s.subs[k]++
+	first := d.addInterest(k)
+	t := d.table(typeURL)
+	switch kind(t, n) {
+	case kindWildcard:
+		t.wildcard[s]++
+	case kindGlob:
+		t.glob(n).subs[s]++
+	case kindVHDS:
+		t.vhdsNS(vhdsRouteConfig(n)).subs[s]++
+		t.entry(n).subs[s]++
+	default:
+		t.entry(n).subs[s]++
+	}
+	d.mu.Unlock()
+	if first && d.hooks.Interest != nil {
+		d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, true)
+	}
+}
+
+// Unsubscribe removes one subscription made by Subscribe.
+func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
+	k := subKey{typeURL, n, params.Key()}
+	d.mu.Lock()
+	last := d.unsubscribe(s, k)
+	d.mu.Unlock()
+	if last && d.hooks.Interest != nil {
+		d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false)
+	}
+}
+
+// UnsubscribeAll removes every subscription of s; call it when the
+// subscriber goes away.
+func (d *DB) UnsubscribeAll(s *Subscriber) {
+	var gone []subKey
+	d.mu.Lock()
+	for k, n := range s.subs {
+		for range n {
+			if d.unsubscribe(s, k) {
+				gone = append(gone, k)
+			}
+		}
+	}
+	d.mu.Unlock()
+	if d.hooks.Interest != nil {
+		for _, k := range gone {
+			d.hooks.Interest(Interest{Type: k.typ, Name: k.name, Params: k.params}, false)
+		}
+	}
+}
+
+func (d *DB) addInterest(k subKey) bool {
+	d.interest[k]++
+	return d.interest[k] == 1
+}
+
+func (d *DB) dropInterest(k subKey) bool {
+	if d.interest[k]--; d.interest[k] > 0 {
+		return false
+	}
+	delete(d.interest, k)
+	return true
+}
+
+func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
+	if s.subs[k] == 0 {
+		return false
+	}
+	if s.subs[k]--; s.subs[k] == 0 {
+		delete(s.subs, k)
+	}
+	t := d.tables[k.typ]
+	dec := func(m map[*Subscriber]int) {
+		if m[s]--; m[s] <= 0 {
+			delete(m, s)
+		}
+	}
+	switch kind(t, k.name) {
+	case kindWildcard:
+		dec(t.wildcard)
+	case kindGlob:
+		if g := t.globs[k.name]; g != nil {
+			dec(g.subs)
+			t.gcGlob(g)
+		}
+	case kindVHDS:
+		rc := vhdsRouteConfig(k.name)
+		if ns := t.vhds[rc]; ns != nil {
+			dec(ns.subs)
+			t.gcVHDS(rc)
+		}
+		fallthrough
+	default:
+		if e := t.entries[k.name]; e != nil {
+			dec(e.subs)
+			t.gc(e)
+		}
+	}
+	return d.dropInterest(k)
+}
+
+type subKind int
+
+const (
+	kindName subKind = iota
+	kindWildcard
+	kindGlob
+	kindVHDS
+)
+
+func kind(t *table, n string) subKind {
+	switch {
+	case n == Wildcard:
+		return kindWildcard
+	case strings.HasPrefix(n, "xdstp:") && (strings.HasSuffix(n, "/*") || strings.Contains(n, "/*?")):
+		return kindGlob
+	case t != nil && t.vhds != nil && strings.Contains(n, "/"):
+		return kindVHDS
+	}
+	return kindName
+}
+
+// Read calls fn with a consistent view of the contents: everything fn reads
+// is from one revision, so a store batch is seen whole.
+func (d *DB) Read(fn func(r *Reader)) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	fn(&Reader{d: d})
+}
+
+// Reader reads contents inside Read.
+type Reader struct{ d *DB }
+
+// Rev is the revision being read.
+func (r *Reader) Rev() int64 { return r.d.rev }
+
+// Get returns the variant of a resource that matches params, or nil.
+func (r *Reader) Get(typeURL, n string, params constraint.Params) *resource.Variant {
+	t := r.d.tables[typeURL]
+	if t == nil {
+		return nil
+	}
+	if e := t.entries[n]; e != nil {
+		return e.selectVariant(params)
+	}
+	return nil
+}
+
+// Variants returns every variant of a resource.
+func (r *Reader) Variants(typeURL, n string) []*resource.Variant {
+	t := r.d.tables[typeURL]
+	if t == nil {
+		return nil
+	}
+	if e := t.entries[n]; e != nil {
+		return e.variants
+	}
+	return nil
+}
+
+// All calls fn with the variant of every resource of a type that matches
+// params (what a wildcard subscription covers), in name order.
+func (r *Reader) All(typeURL string, params constraint.Params, fn func(*resource.Variant)) {
+	t := r.d.tables[typeURL]
+	if t == nil {
+		return
+	}
+	names := make([]string, 0, len(t.entries))
+	for n, e := range t.entries {
+		if len(e.variants) > 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if v := t.entries[n].selectVariant(params); v != nil {
+			fn(v)
+		}
+	}
+}
+
+// GlobMembers calls fn with the variant matching params of every member of
+// a glob collection, in name order.
+func (r *Reader) GlobMembers(typeURL, globURL string, params constraint.Params, fn func(*resource.Variant)) {
+	t := r.d.tables[typeURL]
+	if t == nil {
+		return
+	}
+	g := t.globs[globURL]
+	if g == nil {
+		return
+	}
+	names := make([]string, 0, len(g.members))
+	for n := range g.members {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if v := g.members[n].selectVariant(params); v != nil {
+			fn(v)
+		}
+	}
+}
+
+// InGlob reports the glob collection URL a resource name belongs to, if any.
+func InGlob(n string) (string, bool) {
+	u, err := name.ParseURN(n)
+	if err != nil {
+		return "", false
+	}
+	g, ok := u.GlobCollection()
+	if !ok {
+		return "", false
+	}
+	return g.String(), true
+}
+
+// Types lists the types with contents, for admin listings.
+func (r *Reader) Types() []string {
+	var out []string
+	for u, t := range r.d.tables {
+		if len(t.entries) > 0 {
+			out = append(out, u)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Everything calls fn with every variant held, for admin listings.
+func (r *Reader) Everything(fn func(*resource.Variant)) {
+	for _, u := range r.Types() {
+		t := r.d.tables[u]
+		for _, e := range t.entries {
+			for _, v := range e.variants {
+				fn(v)
+			}
+		}
+	}
+}

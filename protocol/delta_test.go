@@ -1,0 +1,226 @@
+package protocol_test
+
+import (
+	"fmt"
+	"testing"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+func expect(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse, want string) {
+	t.Helper()
+	if got := describe(r); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if r.Nonce == "" {
+		t.Fatalf("response without a nonce")
+	}
+}
+
+// PROTOCOL.md §2.4: a first request with both lists empty is a wildcard,
+// and unlike SotW, subscribing a name afterwards keeps it; only
+// unsubscribing "*" ends it.
+func TestDelta_2_4_ImplicitWildcardPersists(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"))
+	c := h.delta(node("n", nil))
+	c.sub(resource.ClusterURL)
+	r := c.recv()
+	expect(t, r, "cluster.v3.Cluster: a")
+	c.ack(r)
+	h.put(cluster("zz"), route("rr", "", "x"))
+	expect(t, c.recv(), "cluster.v3.Cluster: zz")
+	c.sub(resource.ClusterURL, "named")
+	expect(t, c.recv(), "cluster.v3.Cluster: -named") // §2.5 for the named one
+	h.put(cluster("b"))
+	expect(t, c.recv(), "cluster.v3.Cluster: b") // still a wildcard
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"*"}})
+	c.barrier(h)
+	h.put(cluster("c"))
+	h.put(cluster("named"))
+	expect(t, c.recv(), "cluster.v3.Cluster: named")
+}
+
+// An empty first response still goes out, so a client waiting for its
+// first wildcard answer (Envoy's init) is not left waiting.
+func TestDelta_2_4_EmptyWildcardAnswered(t *testing.T) {
+	h := newHarness(t)
+	c := h.delta(nil)
+	c.sub(resource.ListenerURL)
+	expect(t, c.recv(), "listener.v3.Listener: ")
+}
+
+// PROTOCOL.md §2.2, §2.5: every subscribed name is answered, even one the
+// server believes the client holds; a name that does not exist is answered
+// in removed_resources; deleting a held resource removes it.
+func TestDelta_2_2_SubscribeAlwaysAnswered(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"))
+	c := h.delta(nil)
+	c.sub(resource.ClusterURL, "a", "nope")
+	r := c.recv()
+	expect(t, r, "cluster.v3.Cluster: a -nope")
+	c.ack(r)
+	c.sub(resource.ClusterURL, "a")
+	expect(t, c.recv(), "cluster.v3.Cluster: a")
+	h.remove(resource.ClusterURL, "a")
+	expect(t, c.recv(), "cluster.v3.Cluster: -a")
+	h.put(cluster("nope"))
+	expect(t, c.recv(), "cluster.v3.Cluster: nope")
+}
+
+// PROTOCOL.md §2.3: unsubscribing an unknown name is ignored and needs no
+// response; a client holding "*" and X that drops X is sent X again, since
+// the wildcard still covers it.
+func TestDelta_2_3_Unsubscribe(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("x"), cluster("y"))
+	c := h.delta(nil)
+	c.sub(resource.ClusterURL, "*", "x")
+	r := c.recv()
+	expect(t, r, "cluster.v3.Cluster: x y")
+	c.ack(r)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"never"}})
+	c.barrier(h)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
+	expect(t, c.recv(), "cluster.v3.Cluster: x")
+
+	// Without a wildcard, a dropped name is simply no longer sent.
+	d := h.delta(nil)
+	d.sub(resource.ClusterURL, "x")
+	d.recv()
+	d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
+	d.barrier(h)
+	h.put(clusterTagged("x", "changed"))
+	d.barrier(h)
+}
+
+// PROTOCOL.md §2.1: subscription changes apply whatever the nonce; an ACK
+// is recorded, a NACK recorded with its error and not answered.
+func TestDelta_2_1_NoncesAckNack(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"), cluster("b"))
+	c := h.delta(node("d", nil))
+	c.sub(resource.ClusterURL, "a")
+	r1 := c.recv()
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: "stale-or-unknown", ResourceNamesSubscribe: []string{"b"}})
+	r2 := c.recv()
+	expect(t, r2, "cluster.v3.Cluster: b")
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r1.Nonce})
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r2.Nonce, ErrorDetail: &status.Status{Code: 13, Message: "bad b"}})
+	c.barrier(h)
+	ts := h.srv.Clients()[0].Types
+	ok := false
+	for _, s := range ts {
+		if s.Type == "envoy.config.cluster.v3.Cluster" {
+			ok = s.AckedNonce == r1.Nonce && s.LastNack != nil && s.LastNack.Error == "bad b" && s.LastNack.Nonce == r2.Nonce
+		}
+	}
+	if !ok {
+		t.Fatalf("status %+v", ts)
+	}
+}
+
+// PROTOCOL.md §2.9, DESIGN.md §4.3: a reconnecting client that lists what it
+// holds in initial_resource_versions is sent only what differs.
+func TestDelta_2_9_ReconnectSendsOnlyWhatChanged(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"), cluster("b"), cluster("c"))
+	c := h.delta(nil)
+	c.sub(resource.ClusterURL, "*")
+	r := c.recv()
+	versions := map[string]string{}
+	for _, res := range r.Resources {
+		versions[res.Name] = res.Version
+	}
+	h.put(clusterTagged("b", "new"))
+	h.remove(resource.ClusterURL, "c")
+	d := h.delta(nil)
+	d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: versions})
+	expect(t, d.recv(), "cluster.v3.Cluster: b -c")
+	// The legacy reconnect form: an empty subscribe list (implicit wildcard).
+	e := h.delta(nil)
+	e.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, InitialResourceVersions: map[string]string{"a": versions["a"]}})
+	expect(t, e.recv(), "cluster.v3.Cluster: b")
+}
+
+// TP1 "Normalization": a client's parameter order or escaping never causes
+// a miss.
+func TestTP1_NamesNormalized(t *testing.T) {
+	h := newHarness(t)
+	n := "xdstp://auth/envoy.config.cluster.v3.Cluster/svc?a=1&b=2"
+	h.put(cluster(n))
+	c := h.delta(nil)
+	c.sub(resource.ClusterURL, "xdstp://auth/envoy.config.cluster.v3.Cluster/%73vc?b=2&a=%31")
+	expect(t, c.recv(), "cluster.v3.Cluster: "+n)
+	s := h.sotw(nil)
+	s.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"xdstp://auth/envoy.config.cluster.v3.Cluster/svc?b=2&a=1"}})
+	expectNames(t, s.recv(), resource.ClusterURL, n)
+}
+
+// TP1 glob collections (PROTOCOL.md §3.4, §3.7): a glob delivers the
+// immediate children with identical parameters as they come and go; an
+// empty glob is answered with the glob URL in removed_resources.
+func TestTP1_GlobCollections(t *testing.T) {
+	h := newHarness(t)
+	const (
+		glob  = "xdstp://a/envoy.config.listener.v3.Listener/foo/*?p=1"
+		empty = "xdstp://a/envoy.config.listener.v3.Listener/none/*"
+		m1    = "xdstp://a/envoy.config.listener.v3.Listener/foo/one?p=1"
+		m2    = "xdstp://a/envoy.config.listener.v3.Listener/foo/two?p=1"
+	)
+	lis := func(n string) *resource.Variant {
+		return variant(resource.ListenerURL, n, "", fmt.Sprintf(`{"@type": "envoy.config.listener.v3.Listener", "name": %q}`, n))
+	}
+	h.put(lis(m1), lis("xdstp://a/envoy.config.listener.v3.Listener/foo/one"), lis("xdstp://a/envoy.config.listener.v3.Listener/foo/deep/x?p=1"))
+	c := h.delta(nil)
+	c.sub(resource.ListenerURL, glob, empty)
+	r := c.recv()
+	expect(t, r, "listener.v3.Listener: "+m1+" -"+empty)
+	c.ack(r)
+	h.put(lis(m2))
+	expect(t, c.recv(), "listener.v3.Listener: "+m2)
+	h.remove(resource.ListenerURL, m1)
+	expect(t, c.recv(), "listener.v3.Listener: -"+m1)
+	h.put(lis("xdstp://a/envoy.config.listener.v3.Listener/none/first"))
+	expect(t, c.recv(), "listener.v3.Listener: xdstp://a/envoy.config.listener.v3.Listener/none/first")
+}
+
+// TP1 redirects and list collections: a stored xds.core.v3.ResourceLocator
+// is sent as the resource; a collection is an ordinary resource.
+func TestTP1_RedirectsAndCollections(t *testing.T) {
+	h := newHarness(t)
+	vs := docs(t, `type: lds
+name: xdstp://a/envoy.config.listener.v3.Listener/old
+resource:
+  "@type": type.googleapis.com/xds.core.v3.ResourceLocator
+  authority: a
+  resource_type: envoy.config.listener.v3.Listener
+  id: new
+---
+name: xdstp://a/envoy.config.listener.v3.ListenerCollection/all
+resource:
+  "@type": type.googleapis.com/envoy.config.listener.v3.ListenerCollection
+  entries:
+  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: new}
+`)
+	h.put(vs...)
+	c := h.delta(nil)
+	c.sub(resource.ListenerURL, "xdstp://a/envoy.config.listener.v3.Listener/old")
+	r := c.recv()
+	if len(r.Resources) != 1 || r.Resources[0].Resource.TypeUrl != resource.LocatorURL || r.Resources[0].Name != "xdstp://a/envoy.config.listener.v3.Listener/old" {
+		t.Fatalf("redirect: %v", r)
+	}
+	c.sub(resource.ListenerCollectionURL, "xdstp://a/envoy.config.listener.v3.ListenerCollection/all")
+	r = c.recv()
+	if len(r.Resources) != 1 || r.Resources[0].Resource.TypeUrl != resource.ListenerCollectionURL {
+		t.Fatalf("collection: %v", r)
+	}
+	entries, err := resource.CollectionEntries(r.Resources[0].Resource.Value)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("entries %v %v", entries, err)
+	}
+}

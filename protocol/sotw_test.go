@@ -1,0 +1,232 @@
+package protocol_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+func expectNames(t *testing.T, r *discoveryv3.DiscoveryResponse, typeURL string, want ...string) {
+	t.Helper()
+	if r.TypeUrl != typeURL {
+		t.Fatalf("response type %s, want %s", r.TypeUrl, typeURL)
+	}
+	got := sotwNames(t, r)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s response holds %q, want %q", resource.ForURL(typeURL).Name, got, want)
+	}
+	if r.Nonce == "" || r.VersionInfo == "" {
+		t.Fatalf("response without nonce or version: %v", r)
+	}
+}
+
+// PROTOCOL.md §1.5: [] is a wildcard; ["*","A"] is wildcard + A; ["A"] is A
+// only; then [] is nothing.
+func TestSotW_1_5_WildcardSequence(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"), cluster("b"))
+	c := h.sotw(node("n", nil))
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+	r := c.recv()
+	expectNames(t, r, resource.ClusterURL, "a", "b")
+
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: []string{"*", "a"}})
+	r = c.recv() // a is newly named: sent again (§1.6)
+	expectNames(t, r, resource.ClusterURL, "a", "b")
+
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: []string{"a"}})
+	r = c.recv()
+	expectNames(t, r, resource.ClusterURL, "a")
+
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	r = c.recv() // the gRPC client's unsubscribe: an empty full state
+	expectNames(t, r, resource.ClusterURL)
+	c.ack(r)
+	h.put(cluster("c"))
+	c.barrier(h) // nothing subscribed: the new cluster is not sent
+}
+
+// PROTOCOL.md §1.1, §1.2: responses carry a nonce; an ACK (the response's
+// version and nonce) is recorded per type and answered with nothing.
+func TestSotW_1_2_AckRecordedAndUnanswered(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "", "c"))
+	c := h.sotw(node("acker", nil))
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := c.recv()
+	expectNames(t, r, resource.RouteURL, "r")
+	c.ack(r, "r")
+	c.barrier(h)
+	st := h.srv.Clients()[0]
+	var ts *typeStatusView
+	for i := range st.Types {
+		if st.Types[i].Type == "envoy.config.route.v3.RouteConfiguration" {
+			ts = &typeStatusView{st.Types[i].AckedVersion, st.Types[i].AckedNonce, st.Types[i].SentNonce}
+		}
+	}
+	if st.NodeID != "acker" || ts == nil || ts.acked != r.VersionInfo || ts.ackedNonce != r.Nonce || ts.sentNonce != r.Nonce {
+		t.Fatalf("client status %+v / %+v", st, ts)
+	}
+}
+
+type typeStatusView struct{ acked, ackedNonce, sentNonce string }
+
+// PROTOCOL.md §1.3 and DESIGN.md §6: a NACK is told by error_detail,
+// recorded with its message, and the rejected version is not sent again;
+// the next change is.
+func TestSotW_1_3_NackRecordedNotResent(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "", "c1"))
+	c := h.sotw(node("nacker", nil))
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := c.recv()
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 13, Message: "route r: no such cluster c1"}})
+	c.barrier(h)
+	cl := h.srv.Clients()[0]
+	found := false
+	for _, ts := range cl.Types {
+		if ts.LastNack != nil {
+			found = ts.LastNack.Error == "route r: no such cluster c1" && ts.LastNack.Nonce == r.Nonce && ts.Nacks == 1
+		}
+	}
+	if !found {
+		t.Fatalf("NACK not recorded: %+v", cl.Types)
+	}
+	h.put(route("r", "", "c2"))
+	r2 := c.recv()
+	expectNames(t, r2, resource.RouteURL, "r")
+	if r2.Nonce == r.Nonce || r2.VersionInfo == r.VersionInfo {
+		t.Errorf("the next change reused nonce/version: %v", r2)
+	}
+}
+
+// PROTOCOL.md §1.6: a name added to the list is sent, even if it was sent
+// before and has not changed.
+func TestSotW_1_6_AddedNameSentAgain(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("a", "", "x"), route("b", "", "x"))
+	c := h.sotw(nil)
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a"}})
+	r := c.recv()
+	expectNames(t, r, resource.RouteURL, "a")
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	r = c.recv()
+	expectNames(t, r, resource.RouteURL, "b") // RDS is not full-state: only the new one
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	c.barrier(h) // dropping a needs no response
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	r = c.recv()
+	expectNames(t, r, resource.RouteURL, "a") // unchanged, but newly added again
+}
+
+// PROTOCOL.md §1.7: LDS and CDS responses hold every subscribed resource; a
+// deleted one is left out; deleting everything sends an empty response.
+func TestSotW_1_7_FullState(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"), cluster("b"))
+	c := h.sotw(nil)
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"a", "b", "missing"}})
+	r := c.recv()
+	expectNames(t, r, resource.ClusterURL, "a", "b")
+	c.ack(r, "a", "b", "missing")
+	h.put(clusterTagged("a", "changed"))
+	r = c.recv()
+	expectNames(t, r, resource.ClusterURL, "a", "b") // b unchanged, still present
+	c.ack(r, "a", "b", "missing")
+	h.remove(resource.ClusterURL, "b")
+	r = c.recv()
+	expectNames(t, r, resource.ClusterURL, "a")
+	c.ack(r, "a", "b", "missing")
+	h.remove(resource.ClusterURL, "a")
+	r = c.recv()
+	expectNames(t, r, resource.ClusterURL)
+}
+
+// PROTOCOL.md §1.8: a request with a stale nonce is not answered; nothing
+// is sent until data changes; a name that does not exist is remembered and
+// pushed when it appears.
+func TestSotW_1_8_StaleNonceAndAbsentNames(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("a", "", "x"))
+	c := h.sotw(nil)
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "later"}})
+	r1 := c.recv()
+	expectNames(t, r1, resource.RouteURL, "a")
+	h.put(route("a", "", "y"))
+	r2 := c.recv()
+	// A request carrying the older nonce, even one changing names, is stale.
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "later", "other"}, ResponseNonce: r1.Nonce, VersionInfo: r1.VersionInfo})
+	c.barrier(h)
+	c.ack(r2, "a", "later")
+	c.barrier(h)
+	h.put(route("later", "", "x"))
+	r := c.recv()
+	expectNames(t, r, resource.RouteURL, "later")
+}
+
+// PROTOCOL.md §1.9: ADS make-before-break. One batch adds cluster B (with
+// endpoints), moves the route from A to B and deletes A: the client sees
+// CDS with A and B, EDS for B, RDS, and only then CDS without A.
+func TestSotW_1_9_MakeBeforeBreak(t *testing.T) {
+	h := newHarness(t)
+	cla := func(n string) *resource.Variant {
+		return variant(resource.EndpointURL, n, "", fmt.Sprintf(`{"@type": "envoy.config.endpoint.v3.ClusterLoadAssignment", "cluster_name": %q}`, n))
+	}
+	h.put(cluster("A"), cla("A"), route("r", "", "A"))
+	c := h.sotw(nil)
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+	rc := c.recv()
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointURL, ResourceNames: []string{"A", "B"}})
+	re := c.recv()
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	rr := c.recv()
+	c.ack(rc)
+	c.ack(re, "A", "B")
+	c.ack(rr, "r")
+	c.barrier(h)
+
+	h.update(dbUpdate(
+		[]*resource.Variant{cluster("B"), cla("B"), route("r", "", "B")},
+		[][2]string{{resource.ClusterURL, "A"}, {resource.EndpointURL, "A"}}))
+	var seq []string
+	for range 4 {
+		r := c.recv()
+		names := sotwNames(t, r)
+		slices.Sort(names)
+		seq = append(seq, fmt.Sprintf("%s%v", resource.ForURL(r.TypeUrl).Aliases[0], names))
+	}
+	want := []string{"cds[A B]", "eds[B]", "rds[r]", "cds[B]"}
+	if !slices.Equal(seq, want) {
+		t.Fatalf("order %v, want %v", seq, want)
+	}
+}
+
+// PROTOCOL.md §1.10 and DESIGN.md §4.5: resources go out wrapped in a
+// discovery Resource, with their constraints, only to a client that says it
+// takes them; others get the plain resource.
+func TestSotW_1_10_WrappedOnlyForCapableClients(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
+	plain := h.sotw(node("plain", map[string]string{"env": "prod"}))
+	plain.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := plain.recv()
+	if r.Resources[0].TypeUrl != resource.RouteURL {
+		t.Fatalf("plain client got %s", r.Resources[0].TypeUrl)
+	}
+	expectNames(t, r, resource.RouteURL, "r")
+	wrapped := h.sotw(node("grpc", map[string]string{"env": "test"}, "xds.config.resource-in-sotw"))
+	wrapped.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r = wrapped.recv()
+	if r.Resources[0].TypeUrl != resource.WrapperURL {
+		t.Fatalf("capable client got %s", r.Resources[0].TypeUrl)
+	}
+	expectNames(t, r, resource.RouteURL, "r [env=test]")
+}

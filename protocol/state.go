@@ -1,0 +1,344 @@
+package protocol
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// watch is one subscription of a stream: a name (a resource, Wildcard, a
+// glob URL, or a VHDS "<rc>/<host>") with the dynamic parameters it selects
+// variants by.
+type watch struct {
+	name   string
+	params constraint.Params
+	pkey   string
+	// tp2 is true when the client subscribed with a TP2 resource locator: it
+	// is sent variants' constraints and takes wrapped resources.
+	tp2 bool
+}
+
+type watchKey struct{ name, pkey string }
+
+type watchKind int
+
+const (
+	watchName watchKind = iota
+	watchWildcard
+	watchGlob
+	watchVHDS
+)
+
+func kindOf(typeURL, n string) watchKind {
+	switch {
+	case n == db.Wildcard:
+		return watchWildcard
+	case strings.HasPrefix(n, "xdstp:") && (strings.HasSuffix(n, "/*") || strings.Contains(n, "/*?")):
+		return watchGlob
+	case typeURL == resource.VirtualHostURL && strings.Contains(n, "/"):
+		return watchVHDS
+	}
+	return watchName
+}
+
+// held is what the client holds (delta) or was last sent (SotW) under one
+// name: usually one variant, several when one stream subscribes a name with
+// several parameter sets (a relay).
+type held struct {
+	variants []heldVariant
+	// absent records that the client was told the name does not exist
+	// (delta removed_resources, an empty glob, or a VHDS not-found answer),
+	// so that it is not told again.
+	absent bool
+}
+
+type heldVariant struct {
+	ckey    string
+	version string
+	v       *resource.Variant // nil when known only from initial_resource_versions
+	tp2     bool              // sent with its constraints
+}
+
+// Nack is the last NACK a client sent for a type.
+type Nack struct {
+	Nonce   string    `json:"nonce"`
+	Version string    `json:"version"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+}
+
+// typeState is a stream's state for one resource type.
+type typeState struct {
+	typ     *resource.Type
+	watches map[watchKey]*watch
+	held    map[string]*held
+
+	// SotW: whether any request named resources (PROTOCOL.md §1.5).
+	everNamed bool
+
+	// Work to do: names whose contents changed, or all (a subscription
+	// change); names that must be sent even if unchanged (PROTOCOL.md §1.6,
+	// §2.2); and whether a response is due even when empty (the first
+	// request for a type).
+	dirty        map[string]struct{}
+	dirtyAll     bool
+	force        map[string]struct{}   // names
+	forceWatches map[watchKey]struct{} // everything a new watch covers
+	mustReply    bool
+	since        time.Time
+
+	// Nonces and acknowledgements.
+	nonce       string
+	sentVersion string
+	sentAt      time.Time
+	recent      []string // delta: the last nonces sent, any of which the client may ACK
+	ackVersion  string
+	ackNonce    string
+	ackAt       time.Time
+	nack        *Nack
+	nacks       int
+}
+
+func newTypeState(t *resource.Type) *typeState {
+	return &typeState{typ: t, watches: map[watchKey]*watch{}, held: map[string]*held{}}
+}
+
+func (ts *typeState) markDirty(n string, at time.Time) {
+	if ts.dirty == nil {
+		ts.dirty = map[string]struct{}{}
+	}
+	ts.dirty[n] = struct{}{}
+	ts.touch(at)
+}
+
+func (ts *typeState) markAll(at time.Time) {
+	ts.dirtyAll = true
+	ts.touch(at)
+}
+
+func (ts *typeState) touch(at time.Time) {
+	if ts.since.IsZero() || at.Before(ts.since) {
+		ts.since = at
+	}
+}
+
+func (ts *typeState) forceName(n string) {
+	if ts.force == nil {
+		ts.force = map[string]struct{}{}
+	}
+	ts.force[n] = struct{}{}
+}
+
+func (ts *typeState) forceWatch(w *watch) {
+	if ts.forceWatches == nil {
+		ts.forceWatches = map[watchKey]struct{}{}
+	}
+	ts.forceWatches[watchKey{w.name, w.pkey}] = struct{}{}
+}
+
+func (ts *typeState) forced(w *watch, n string) bool {
+	if _, ok := ts.forceWatches[watchKey{w.name, w.pkey}]; ok {
+		return true
+	}
+	_, ok := ts.force[n]
+	return ok
+}
+
+func (ts *typeState) busy() bool {
+	return ts.dirtyAll || len(ts.dirty) > 0 || len(ts.force) > 0 || len(ts.forceWatches) > 0 || ts.mustReply
+}
+
+func (ts *typeState) hasWildcard() bool {
+	for k := range ts.watches {
+		if k.name == db.Wildcard {
+			return true
+		}
+	}
+	return false
+}
+
+// want is the desired state for a set of names: what the client should hold.
+type want struct {
+	byName map[string][]item
+	absent map[string]bool // explicitly watched names that do not exist → forced
+	globs  map[string]bool // glob watches with no member → forced
+	order  []string
+}
+
+func (w *want) add(it item) {
+	if w.byName == nil {
+		w.byName = map[string][]item{}
+	}
+	list, seen := w.byName[it.name]
+	if !seen {
+		w.order = append(w.order, it.name)
+	}
+	for i, o := range list {
+		if o.v == it.v {
+			// The same variant through two watches: one item, the union
+			// of what the watches ask for.
+			list[i].tp2 = o.tp2 || it.tp2
+			list[i].wrap = o.wrap || it.wrap
+			list[i].forced = o.forced || it.forced
+			list[i].aliases = appendNew(o.aliases, it.aliases...)
+			return
+		}
+	}
+	w.byName[it.name] = append(list, it)
+}
+
+func appendNew(list []string, add ...string) []string {
+	for _, a := range add {
+		found := false
+		for _, l := range list {
+			if l == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+// desire computes what the client should hold: for every watch, or (when
+// only is non-nil) only for the names in only.
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll bool) *want {
+	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
+	typeURL := ts.typ.URL
+	add := func(v *resource.Variant, wt *watch, alias string) {
+		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll}
+		if wrapAll {
+			// A SotW client that takes wrapped resources is sent the
+			// constraints too (DESIGN.md §4.5).
+			it.tp2 = true
+		}
+		if alias != "" {
+			it.aliases = []string{alias}
+		}
+		it.forced = ts.forced(wt, it.name) || (alias != "" && ts.forced(wt, alias))
+		w.add(it)
+	}
+	covers := func(n string) bool {
+		if only == nil {
+			return true
+		}
+		_, ok := only[n]
+		return ok
+	}
+	for _, wt := range ts.sortedWatches() {
+		switch kindOf(typeURL, wt.name) {
+		case watchWildcard:
+			if typeURL == resource.VirtualHostURL {
+				// On-demand VHDS: the wildcard (namespace) subscription's base
+				// set is empty; base virtual hosts come inline in the route
+				// configuration (README "On-demand VHDS").
+				continue
+			}
+			if only == nil {
+				r.All(typeURL, wt.params, func(v *resource.Variant) { add(v, wt, "") })
+				continue
+			}
+			for n := range only {
+				if v := r.Get(typeURL, n, wt.params); v != nil {
+					add(v, wt, "")
+				}
+			}
+		case watchGlob:
+			found := false
+			forced := ts.forced(wt, wt.name)
+			if only == nil || forced {
+				r.GlobMembers(typeURL, wt.name, wt.params, func(v *resource.Variant) { add(v, wt, ""); found = true })
+				if !found {
+					w.globs[wt.name] = forced
+				}
+				continue
+			}
+			for n := range only {
+				if g, ok := db.InGlob(n); ok && g == wt.name {
+					if v := r.Get(typeURL, n, wt.params); v != nil {
+						add(v, wt, "")
+					}
+				}
+			}
+		case watchVHDS:
+			if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil {
+				add(v, wt, wt.name)
+			} else {
+				w.add(item{name: wt.name, aliases: []string{wt.name}, forced: ts.forced(wt, wt.name)})
+			}
+		default:
+			if !covers(wt.name) && !ts.forced(wt, wt.name) {
+				continue
+			}
+			if v := r.Get(typeURL, wt.name, wt.params); v != nil {
+				add(v, wt, "")
+			} else {
+				w.absent[wt.name] = w.absent[wt.name] || ts.forced(wt, wt.name)
+			}
+		}
+	}
+	return w
+}
+
+func (ts *typeState) sortedWatches() []*watch {
+	out := make([]*watch, 0, len(ts.watches))
+	for _, w := range ts.watches {
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].name != out[j].name {
+			return out[i].name < out[j].name
+		}
+		return out[i].pkey < out[j].pkey
+	})
+	return out
+}
+
+// same reports whether the client already holds exactly it.
+func (h *held) has(it item) bool {
+	if h == nil {
+		return false
+	}
+	if it.v == nil {
+		return h.absent
+	}
+	for _, hv := range h.variants {
+		if hv.v == nil {
+			// Known from initial_resource_versions: the version alone
+			// identifies the content (a version is a store revision).
+			if hv.version == it.v.Version {
+				return true
+			}
+			continue
+		}
+		if hv.ckey == it.v.Constraints.Key() && hv.version == it.v.Version && hv.tp2 == it.tp2 {
+			return true
+		}
+	}
+	return false
+}
+
+func heldFrom(items []item) *held {
+	h := &held{}
+	for _, it := range items {
+		if it.v == nil {
+			h.absent = true
+			continue
+		}
+		h.variants = append(h.variants, heldVariant{ckey: it.v.Constraints.Key(), version: it.v.Version, v: it.v, tp2: it.tp2})
+	}
+	return h
+}
+
+// version renders a SotW version_info: the db revision the response was
+// computed at. It grows with every change, so a client's ACKed version says
+// how current it is.
+func versionOf(rev int64) string { return strconv.FormatInt(rev, 10) }

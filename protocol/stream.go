@@ -1,0 +1,786 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/name"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Client features that say a SotW client takes resources wrapped in
+// envoy.service.discovery.v3.Resource (PROTOCOL.md §1.10): Envoy's name and
+// the one gRPC sends.
+var wrapFeatures = []string{"xds.config.supports-resource-in-sotw", "xds.config.resource-in-sotw"}
+
+// stream is one downstream xDS stream.
+type stream struct {
+	srv       *Server
+	ss        grpc.ServerStream
+	delta     bool
+	fixedType string // a per-type service's type; "" for ADS
+	id        uint64
+	addr      string
+	started   time.Time
+
+	sub  *db.Subscriber
+	wake chan struct{}
+
+	mu         sync.Mutex
+	node       *corev3.Node
+	nodeParams constraint.Params
+	wrap       bool // SotW client takes wrapped resources
+	types      map[string]*typeState
+	nonces     uint64
+	watchCount int
+	requests   int
+	limiter    limiter
+}
+
+func (s *stream) kind() string {
+	k := "sotw"
+	if s.delta {
+		k = "delta"
+	}
+	if s.fixedType == "" {
+		return "ads-" + k
+	}
+	return k
+}
+
+func (s *stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run serves the stream until it ends: requests are read and applied on a
+// second goroutine, responses computed and sent on this one, so neither a
+// slow client nor a burst of changes ever blocks the other direction.
+func (s *stream) run(ctx context.Context) error {
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- s.recvLoop(ctx) }()
+	for {
+		select {
+		case <-s.wake:
+		case err := <-recvErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for {
+			out := s.collect()
+			if len(out) == 0 {
+				break
+			}
+			for _, o := range out {
+				if err := s.ss.SendMsg(o.enc); err != nil {
+					return err
+				}
+				s.srv.metrics.sent(o)
+			}
+		}
+	}
+}
+
+func (s *stream) recvLoop(ctx context.Context) error {
+	for {
+		var err error
+		if s.delta {
+			req := &discoveryv3.DeltaDiscoveryRequest{}
+			if err = s.ss.RecvMsg(req); err == nil {
+				if err = s.limiter.wait(ctx); err == nil {
+					err = s.handleDelta(req)
+				}
+			}
+		} else {
+			req := &discoveryv3.DiscoveryRequest{}
+			if err = s.ss.RecvMsg(req); err == nil {
+				if err = s.limiter.wait(ctx); err == nil {
+					err = s.handleSotW(req)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		s.signal()
+	}
+}
+
+// requestType checks the type URL of a request against the service.
+func (s *stream) requestType(typeURL string) (string, error) {
+	if s.fixedType != "" {
+		if typeURL == "" {
+			return s.fixedType, nil
+		}
+		if typeURL != s.fixedType {
+			return "", status.Errorf(codes.InvalidArgument, "type_url %q on the %s service", typeURL, resource.ForURL(s.fixedType).Name)
+		}
+	}
+	if typeURL == "" {
+		return "", status.Error(codes.InvalidArgument, "type_url is empty")
+	}
+	return typeURL, nil
+}
+
+// setNode takes the node from the first request that carries one. Its
+// string metadata fields stand in for dynamic parameters on subscriptions
+// that carry none (DESIGN.md §4.5, TP2 "Migrating From Node Metadata").
+func (s *stream) setNode(n *corev3.Node) {
+	if n == nil || s.node != nil {
+		return
+	}
+	s.node = n
+	s.nodeParams = NodeParams(n)
+	for _, f := range n.GetClientFeatures() {
+		for _, w := range wrapFeatures {
+			if f == w {
+				s.wrap = true
+			}
+		}
+	}
+}
+
+// NodeParams are the dynamic parameters an unmodified client is taken to
+// send: the string fields of its node metadata.
+func NodeParams(n *corev3.Node) constraint.Params {
+	p := constraint.Params{}
+	for k, v := range n.GetMetadata().GetFields() {
+		if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			p[k] = sv.StringValue
+		}
+	}
+	return p
+}
+
+func (s *stream) typeState(typeURL string) *typeState {
+	ts := s.types[typeURL]
+	if ts == nil {
+		ts = newTypeState(resource.ForURL(typeURL))
+		s.types[typeURL] = ts
+		ts.mustReply = true
+	}
+	return ts
+}
+
+// canonical normalizes a subscribed name, so a client's parameter order or
+// escaping never causes a miss (TP1 "Normalization"). A name that does not
+// parse is kept as given: it cannot match anything, and the client is told
+// so the usual way.
+func canonical(n string) string {
+	if n == db.Wildcard {
+		return n
+	}
+	u, err := name.Parse(n)
+	if err != nil {
+		return n
+	}
+	return u.URN().String()
+}
+
+func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
+	k := watchKey{w.name, w.pkey}
+	if _, ok := ts.watches[k]; ok {
+		return false, nil
+	}
+	if s.watchCount >= s.srv.opts.MaxSubscriptions {
+		return false, status.Errorf(codes.ResourceExhausted, "more than %d subscriptions on one stream", s.srv.opts.MaxSubscriptions)
+	}
+	ts.watches[k] = w
+	s.watchCount++
+	s.srv.db.Subscribe(s.sub, ts.typ.URL, w.name, w.params)
+	return true, nil
+}
+
+func (s *stream) dropWatch(ts *typeState, k watchKey) {
+	w, ok := ts.watches[k]
+	if !ok {
+		return
+	}
+	delete(ts.watches, k)
+	s.watchCount--
+	s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
+}
+
+func (s *stream) newWatch(n string, locator map[string]string, tp2 bool) *watch {
+	p := s.nodeParams
+	if tp2 {
+		p = constraint.Params(locator)
+	}
+	return &watch{name: canonical(n), params: p, pkey: p.Key(), tp2: tp2}
+}
+
+// handleSotW applies a SotW request (PROTOCOL.md §1).
+func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	typeURL, err := s.requestType(req.GetTypeUrl())
+	if err != nil {
+		return err
+	}
+	s.setNode(req.GetNode())
+	s.requests++
+	ts := s.typeState(typeURL)
+	now := time.Now()
+	if n := req.GetResponseNonce(); n != "" {
+		if n != ts.nonce {
+			// §1.8: never answer a request with a stale nonce; the client
+			// will send the current state again when the newest response
+			// arrives.
+			s.srv.metrics.stale.WithLabelValues(ts.typ.Name).Inc()
+			return nil
+		}
+		s.ackOrNack(ts, n, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
+	}
+
+	// §1.5: the name list replaces the previous one; "*" is an explicit
+	// wildcard, and an empty list is a wildcard only until the client has
+	// named something (and only for the types with wildcard semantics).
+	next := map[watchKey]*watch{}
+	for _, n := range req.GetResourceNames() {
+		w := s.newWatch(n, nil, false)
+		next[watchKey{w.name, w.pkey}] = w
+	}
+	for _, l := range req.GetResourceLocators() {
+		w := s.newWatch(l.GetName(), l.GetDynamicParameters(), true)
+		next[watchKey{w.name, w.pkey}] = w
+	}
+	if len(next) > 0 {
+		ts.everNamed = true
+	} else if !ts.everNamed && ts.typ.FullState {
+		w := s.newWatch(db.Wildcard, nil, false)
+		next[watchKey{w.name, w.pkey}] = w
+	}
+	changed := false
+	for k := range ts.watches {
+		if _, ok := next[k]; !ok {
+			s.dropWatch(ts, k)
+			changed = true
+		}
+	}
+	for _, w := range sortedByKey(next) {
+		added, err := s.addWatch(ts, w)
+		if err != nil {
+			return err
+		}
+		if added {
+			changed = true
+			// §1.6: a newly added name is sent even if it was sent before.
+			ts.forceWatch(w)
+		}
+	}
+	if changed {
+		ts.markAll(now)
+		if ts.typ.FullState {
+			ts.mustReply = true
+		}
+	}
+	return nil
+}
+
+func sortedByKey(m map[watchKey]*watch) []*watch {
+	out := make([]*watch, 0, len(m))
+	for _, w := range m {
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].name != out[j].name {
+			return out[i].name < out[j].name
+		}
+		return out[i].pkey < out[j].pkey
+	})
+	return out
+}
+
+func (s *stream) ackOrNack(ts *typeState, nonce, version, msg string, nack bool, now time.Time) {
+	if nack {
+		// §1.3/§2.1: a NACK is told by error_detail. It is recorded, and
+		// nothing is re-sent: the rejected version stays what the client
+		// was sent, so only a newer change goes out.
+		ts.nack = &Nack{Nonce: nonce, Version: version, Error: msg, At: now}
+		ts.nacks++
+		s.srv.metrics.nacks.WithLabelValues(ts.typ.Name).Inc()
+		s.srv.log.Warn("NACK", "stream", s.id, "node", s.node.GetId(), "type", ts.typ.Name, "nonce", nonce, "error", msg)
+		return
+	}
+	ts.ackVersion, ts.ackNonce, ts.ackAt = version, nonce, now
+	s.srv.metrics.acks.WithLabelValues(ts.typ.Name).Inc()
+}
+
+// handleDelta applies a delta request (PROTOCOL.md §2).
+func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	typeURL, err := s.requestType(req.GetTypeUrl())
+	if err != nil {
+		return err
+	}
+	s.setNode(req.GetNode())
+	s.requests++
+	_, existed := s.types[typeURL]
+	ts := s.typeState(typeURL)
+	now := time.Now()
+	if n := req.GetResponseNonce(); n != "" {
+		for _, r := range ts.recent {
+			if r == n {
+				s.ackOrNack(ts, n, ts.sentVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
+				break
+			}
+		}
+	}
+	first := !existed
+	if first {
+		// §2.9: a reconnecting client lists what it holds; nothing it
+		// already has is sent again (§6.6).
+		for n, v := range req.GetInitialResourceVersions() {
+			ts.held[canonical(n)] = &held{variants: []heldVariant{{version: v}}}
+		}
+	}
+	changed := false
+	subscribe := func(n string, loc map[string]string, tp2 bool) error {
+		w := s.newWatch(n, loc, tp2)
+		added, err := s.addWatch(ts, w)
+		if err != nil {
+			return err
+		}
+		changed = changed || added
+		// §2.2: every subscribed name is answered, even when the server
+		// believes the client is current, except what the client declared
+		// in initial_resource_versions on this same request.
+		if _, declared := ts.held[w.name]; !(first && declared) && w.name != db.Wildcard {
+			ts.forceWatch(w)
+		}
+		if w.name == db.Wildcard {
+			ts.mustReply = true
+		}
+		return nil
+	}
+	for _, n := range req.GetResourceNamesSubscribe() {
+		if err := subscribe(n, nil, false); err != nil {
+			return err
+		}
+	}
+	for _, l := range req.GetResourceLocatorsSubscribe() {
+		if err := subscribe(l.GetName(), l.GetDynamicParameters(), true); err != nil {
+			return err
+		}
+	}
+	// §2.4: an implicit wildcard is a first request with both lists empty;
+	// unlike SotW it survives later named subscriptions.
+	if first && len(req.GetResourceNamesSubscribe())+len(req.GetResourceLocatorsSubscribe()) == 0 {
+		if err := subscribe(db.Wildcard, nil, false); err != nil {
+			return err
+		}
+	}
+	unsubscribe := func(n string, loc map[string]string, tp2 bool) {
+		w := s.newWatch(n, loc, tp2)
+		k := watchKey{w.name, w.pkey}
+		if _, ok := ts.watches[k]; !ok && ts.typ.URL == resource.VirtualHostURL {
+			// §2.8: a client may unsubscribe a virtual host by its name
+			// rather than the alias it subscribed with.
+			var drop []watchKey
+			s.srv.db.Read(func(r *db.Reader) {
+				for wk, wt := range ts.watches {
+					if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil && v.Name == w.name {
+						drop = append(drop, wk)
+					}
+				}
+			})
+			for _, wk := range drop {
+				s.dropWatch(ts, wk)
+				changed = true
+			}
+			return
+		}
+		if _, ok := ts.watches[k]; !ok {
+			return // §2.3: unsubscribing an unknown name is ignored
+		}
+		s.dropWatch(ts, k)
+		changed = true
+		if w.name != db.Wildcard {
+			// §2.3: a name still covered (by a wildcard or a glob) must be
+			// sent again; otherwise the client has dropped it.
+			ts.forceName(w.name)
+		}
+	}
+	for _, n := range req.GetResourceNamesUnsubscribe() {
+		unsubscribe(n, nil, false)
+	}
+	for _, l := range req.GetResourceLocatorsUnsubscribe() {
+		unsubscribe(l.GetName(), l.GetDynamicParameters(), true)
+	}
+	if changed || len(ts.force) > 0 || len(ts.forceWatches) > 0 {
+		ts.markAll(now)
+	}
+	return nil
+}
+
+// out is one response ready to send.
+type out struct {
+	typ   *resource.Type
+	enc   *Encoded
+	items int
+	since time.Time
+}
+
+// collect computes every response due, in ADS make-before-break order
+// (PROTOCOL.md §1.9): clusters, endpoints, listeners, routes, virtual hosts,
+// then the rest; and when other types change in the same round, removals of
+// clusters and endpoints go last, after the routes that stopped using them.
+func (s *stream) collect() []out {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending, since := s.sub.Drain()
+	for c := range pending {
+		if ts := s.types[c.Type]; ts != nil {
+			ts.markDirty(c.Name, since)
+		}
+	}
+	var busy []*typeState
+	for _, ts := range s.types {
+		if ts.busy() {
+			busy = append(busy, ts)
+		}
+	}
+	if len(busy) == 0 {
+		return nil
+	}
+	sort.Slice(busy, func(i, j int) bool {
+		if busy[i].typ.Order != busy[j].typ.Order {
+			return busy[i].typ.Order < busy[j].typ.Order
+		}
+		return busy[i].typ.URL < busy[j].typ.URL
+	})
+	var first, last []*response
+	var owners, lastOwners []*typeState
+	s.srv.db.Read(func(r *db.Reader) {
+		version := versionOf(r.Rev())
+		deferRemovals := s.fixedType == "" && len(busy) > 1
+		for _, ts := range busy {
+			var now, later *response
+			if s.delta {
+				now, later = s.computeDelta(r, ts, version, deferRemovals && breaks(ts.typ))
+			} else {
+				now, later = s.computeSotW(r, ts, version, deferRemovals && breaks(ts.typ))
+			}
+			if now != nil {
+				first, owners = append(first, now), append(owners, ts)
+			}
+			if later != nil {
+				last, lastOwners = append(last, later), append(lastOwners, ts)
+			}
+		}
+	})
+	var res []out
+	for i, r := range append(first, last...) {
+		ts := append(owners, lastOwners...)[i]
+		res = append(res, s.finish(ts, r))
+	}
+	for _, ts := range busy {
+		ts.since = time.Time{}
+	}
+	return res
+}
+
+// breaks reports whether a type's removals wait until the end of a round
+// (make-before-break).
+func breaks(t *resource.Type) bool {
+	return t.URL == resource.ClusterURL || t.URL == resource.EndpointURL
+}
+
+// finish gives a response its nonce and encoding and records it as sent.
+func (s *stream) finish(ts *typeState, r *response) out {
+	s.nonces++
+	nonce := strconv.FormatUint(s.nonces, 10)
+	field := protoNonce(s.delta)
+	enc := &Encoded{Body: s.srv.cache.body(r), Nonce: nonceField(field, nonce)}
+	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, time.Now()
+	if s.delta {
+		ts.recent = append(ts.recent, nonce)
+		if len(ts.recent) > 16 {
+			ts.recent = ts.recent[len(ts.recent)-16:]
+		}
+	}
+	return out{typ: ts.typ, enc: enc, items: len(r.items) + len(r.removed) + len(r.removedNames), since: ts.since}
+}
+
+func protoNonce(delta bool) protowire.Number {
+	if delta {
+		return deltaNonce
+	}
+	return sotwNonce
+}
+
+// computeSotW builds the SotW response due for one type, if any. With
+// deferRemovals, a full-state response first keeps the resources it would
+// drop, and a second response drops them.
+func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferRemovals bool) (now, later *response) {
+	defer ts.reset()
+	full := ts.typ.FullState || ts.dirtyAll
+	var only map[string]struct{}
+	if !full {
+		only = make(map[string]struct{}, len(ts.dirty)+len(ts.force))
+		for n := range ts.dirty {
+			only[n] = struct{}{}
+		}
+		for n := range ts.force {
+			only[n] = struct{}{}
+		}
+	}
+	w := ts.desire(r, only, s.wrap)
+	if len(ts.forceWatches) > 0 {
+		full = true // a new watch: the full state comes from desire's forced items
+	}
+	resp := &response{typeURL: ts.typ.URL, sotw: true, version: version}
+	changed := false
+	if ts.typ.FullState {
+		// §1.7: every subscribed resource, every time; a missing one is
+		// deleted, so a change includes removals.
+		for _, n := range w.order {
+			for _, it := range w.byName[n] {
+				resp.items = append(resp.items, it)
+				if it.forced || !ts.held[n].has(it) {
+					changed = true
+				}
+			}
+		}
+		var dropped []item
+		for n, h := range ts.held {
+			if _, ok := w.byName[n]; !ok && !h.absent {
+				changed = true
+				for _, hv := range h.variants {
+					if hv.v != nil {
+						dropped = append(dropped, item{v: hv.v, name: n, tp2: hv.tp2, wrap: hv.tp2})
+					}
+				}
+			}
+		}
+		if !changed && !ts.mustReply {
+			return nil, nil
+		}
+		if deferRemovals && len(dropped) > 0 {
+			sort.Slice(dropped, func(i, j int) bool { return dropped[i].name < dropped[j].name })
+			keep := &response{typeURL: resp.typeURL, sotw: true, version: version, items: append(append([]item(nil), resp.items...), dropped...)}
+			ts.held = heldByName(w)
+			return keep, resp
+		}
+		ts.held = heldByName(w)
+		return resp, nil
+	}
+	// Other types may be split across responses (§1.7): send what is new,
+	// changed or newly asked for.
+	for _, n := range w.order {
+		for _, it := range w.byName[n] {
+			if it.forced || !ts.held[n].has(it) {
+				resp.items = append(resp.items, it)
+			}
+		}
+		ts.held[n] = heldFrom(w.byName[n])
+	}
+	if full {
+		for n := range ts.held {
+			if _, ok := w.byName[n]; !ok {
+				delete(ts.held, n)
+			}
+		}
+	} else {
+		for n := range only {
+			if _, ok := w.byName[n]; !ok {
+				delete(ts.held, n)
+			}
+		}
+	}
+	if resp.empty() {
+		return nil, nil
+	}
+	return resp, nil
+}
+
+func heldByName(w *want) map[string]*held {
+	m := make(map[string]*held, len(w.byName))
+	for n, items := range w.byName {
+		m[n] = heldFrom(items)
+	}
+	return m
+}
+
+func (ts *typeState) reset() {
+	ts.dirty, ts.force, ts.forceWatches = nil, nil, nil
+	ts.dirtyAll, ts.mustReply = false, false
+}
+
+// computeDelta builds the delta response due for one type, if any: what
+// changed for the client, and what it must drop (PROTOCOL.md §2). With
+// deferRemovals the drops go in a second response.
+func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, deferRemovals bool) (now, later *response) {
+	defer ts.reset()
+	// Virtual hosts resolve by domain across the whole route configuration,
+	// so any change may move an alias: recompute them all.
+	full := ts.dirtyAll || ts.typ.URL == resource.VirtualHostURL
+	var only map[string]struct{}
+	if !full {
+		only = ts.dirty
+	}
+	w := ts.desire(r, only, false)
+	resp := &response{typeURL: ts.typ.URL, version: version}
+	rem := &response{typeURL: ts.typ.URL, version: version}
+
+	considered := map[string]struct{}{}
+	if full {
+		for n := range ts.held {
+			considered[n] = struct{}{}
+		}
+	} else {
+		for n := range only {
+			considered[n] = struct{}{}
+		}
+	}
+	for n := range ts.force {
+		considered[n] = struct{}{}
+	}
+	for _, n := range w.order {
+		considered[n] = struct{}{}
+	}
+	for n := range w.absent {
+		considered[n] = struct{}{}
+	}
+	for n := range w.globs {
+		considered[n] = struct{}{}
+	}
+	names := make([]string, 0, len(considered))
+	for n := range considered {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		items, wanted := w.byName[n]
+		h := ts.held[n]
+		forcedAbsent, isAbsent := w.absent[n]
+		if g, ok := w.globs[n]; ok {
+			forcedAbsent, isAbsent = g, true
+		}
+		switch {
+		case wanted:
+			for _, it := range items {
+				if it.forced || !h.has(it) {
+					resp.items = append(resp.items, it)
+				}
+			}
+			// A variant the client holds with its constraints but should no
+			// longer hold goes by removed_resource_names, in the same
+			// response as its replacement (TP2: one response).
+			if h != nil {
+				for _, hv := range h.variants {
+					if hv.tp2 && hv.v != nil && !hasVariant(items, hv.ckey) {
+						resp.removedNames = append(resp.removedNames, removal{name: n, cons: hv.v.Constraints.Proto(), ckey: hv.ckey})
+					}
+				}
+			}
+			ts.held[n] = heldFrom(items)
+		case isAbsent:
+			target := resp
+			if h != nil && !h.absent && deferRemovals {
+				target = rem
+			}
+			if h == nil || !h.absent || forcedAbsent {
+				removeHeld(target, n, h)
+			}
+			ts.held[n] = &held{absent: true}
+		case h != nil:
+			// Held but no longer wanted: deleted (or no variant matches the
+			// client any more) while still subscribed, which the client must
+			// be told; or no longer subscribed, which it knows.
+			if h.absent || !stillCovered(r, ts, n) {
+				delete(ts.held, n)
+				continue
+			}
+			target := resp
+			if deferRemovals {
+				target = rem
+			}
+			removeHeld(target, n, h)
+			ts.held[n] = &held{absent: true}
+		}
+	}
+	if !rem.empty() {
+		later = rem
+	}
+	if !resp.empty() || ts.mustReply {
+		now = resp
+	}
+	if now == nil && later != nil {
+		now, later = later, nil
+	}
+	return now, later
+}
+
+func hasVariant(items []item, ckey string) bool {
+	for _, it := range items {
+		if it.v != nil && it.v.Constraints.Key() == ckey {
+			return true
+		}
+	}
+	return false
+}
+
+// removeHeld tells the client to drop what it holds under n: by name, or by
+// resource_name for variants it was sent with their constraints.
+func removeHeld(r *response, n string, h *held) {
+	if h != nil {
+		for _, hv := range h.variants {
+			if hv.tp2 && hv.v != nil && !hv.v.Constraints.IsZero() {
+				r.removedNames = append(r.removedNames, removal{name: n, cons: hv.v.Constraints.Proto(), ckey: hv.ckey})
+				continue
+			}
+			r.removed = appendNew(r.removed, n)
+		}
+	}
+	if h == nil || len(h.variants) == 0 {
+		r.removed = appendNew(r.removed, n)
+	}
+}
+
+// stillCovered reports whether some watch of ts still covers n, so that
+// its disappearance is a deletion rather than an unsubscription. A virtual
+// host the client knows counts as deleted only when it is gone from the db:
+// an alias that now resolves elsewhere leaves it with the client.
+func stillCovered(r *db.Reader, ts *typeState, n string) bool {
+	if ts.typ.URL == resource.VirtualHostURL {
+		return len(r.Variants(ts.typ.URL, n)) == 0
+	}
+	g, inGlob := db.InGlob(n)
+	for k := range ts.watches {
+		if k.name == n || k.name == db.Wildcard || (inGlob && k.name == g) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *stream) String() string {
+	return fmt.Sprintf("stream %d (%s, node %q, %s)", s.id, s.kind(), s.node.GetId(), s.addr)
+}
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}

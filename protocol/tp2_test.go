@@ -1,0 +1,240 @@
+package protocol_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/resource"
+)
+
+func loc(n string, kv ...string) *discoveryv3.ResourceLocator {
+	l := &discoveryv3.ResourceLocator{Name: n, DynamicParameters: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l.DynamicParameters[kv[i]] = kv[i+1]
+	}
+	return l
+}
+
+func fourVariants() []*resource.Variant {
+	return []*resource.Variant{
+		route("r", "env!=prod && version!=v1", "default"),
+		route("r", "env=prod && version!=v1", "prod"),
+		route("r", "env!=prod && version=v1", "v1"),
+		route("r", "env=prod && version=v1", "prod-v1"),
+	}
+}
+
+// PROTOCOL.md §4.2–4.3: resource_locators_subscribe carry dynamic
+// parameters; the server answers with the matching variant named by
+// resource_name with its constraints (TP2: servers MUST send them).
+func TestTP2_DeltaLocators(t *testing.T) {
+	h := newHarness(t)
+	h.put(fourVariants()...)
+	c := h.delta(nil)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod", "version", "v2")}})
+	expect(t, c.recv(), "route.v3.RouteConfiguration: r [env=prod && version!=v1]")
+
+	// One stream may hold one name under several parameter sets (a relay):
+	// each gets its variant, and identical ones are sent once.
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{
+		loc("r", "env", "test", "version", "v1"), loc("r", "env", "canary", "version", "v1")}})
+	expect(t, c.recv(), "route.v3.RouteConfiguration: r [env!=prod && version=v1]")
+}
+
+// TP2 "Transition Scenarios": replacing {env=prod} by {env=prod,version=v1}
+// and {env=prod,version=v2} reaches each subscriber as one response, with
+// the replaced variant in removed_resource_names.
+func TestTP2_VariantReplacedInOneResponse(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "env=prod", "old"), route("r", "env=test", "t"))
+	c := h.delta(nil)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod", "version", "v1")}})
+	r := c.recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [env=prod]")
+	c.ack(r)
+	h.update(db.Update{
+		Puts: []*resource.Variant{route("r", "env=prod && version=v1", "p1"), route("r", "env=prod && version=v2", "p2"),
+			route("r", "env=test && version=v1", "t"), route("r", "env=test && version=v2", "t")},
+		Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: "env=prod"}, {Type: resource.RouteURL, Name: "r", Constraints: "env=test"}},
+	})
+	expect(t, c.recv(), "route.v3.RouteConfiguration: r [env=prod && version=v1] -r [env=prod]")
+	// Deleting the variant, with nothing else matching, removes it by name
+	// and constraints.
+	h.update(db.Update{Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: constraint.MustParse("env=prod && version=v1").Key()}}})
+	expect(t, c.recv(), "route.v3.RouteConfiguration: -r [env=prod && version=v1]")
+}
+
+// DESIGN.md §4.5: an unmodified client, sending plain names, gets the
+// variant its node metadata matches; it is not sent constraints it cannot
+// take.
+func TestTP2_NodeMetadataFallback(t *testing.T) {
+	h := newHarness(t)
+	h.put(fourVariants()...)
+	for _, tc := range []struct {
+		meta map[string]string
+		want string
+	}{
+		{map[string]string{"env": "prod", "version": "v1", "zone": "z"}, "prod-v1"},
+		{map[string]string{"env": "test"}, "default"},
+		{nil, "default"},
+		{map[string]string{"version": "v1"}, "v1"},
+	} {
+		c := h.sotw(node("legacy", tc.meta))
+		c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+		r := c.recv()
+		var rc routev3.RouteConfiguration
+		if err := r.Resources[0].UnmarshalTo(&rc); err != nil {
+			t.Fatal(err)
+		}
+		if got := rc.VirtualHosts[0].Routes[0].GetRoute().GetCluster(); got != tc.want {
+			t.Errorf("metadata %v: routed to %s, want %s", tc.meta, got, tc.want)
+		}
+		d := h.delta(node("legacy-delta", tc.meta))
+		d.sub(resource.RouteURL, "r")
+		dr := d.recv()
+		if dr.Resources[0].Name != "r" || dr.Resources[0].ResourceName != nil {
+			t.Errorf("legacy delta client got resource_name %v", dr.Resources[0].ResourceName)
+		}
+	}
+}
+
+// PROTOCOL.md §4.3 (the gRPC draft): SotW resource_locators get resources
+// wrapped in Resource with resource_name; names and locators mix freely.
+func TestTP2_SotWLocators(t *testing.T) {
+	h := newHarness(t)
+	h.put(fourVariants()...)
+	h.put(route("plain", "", "x"))
+	c := h.sotw(node("n", map[string]string{"env": "prod"}))
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"plain"},
+		ResourceLocators: []*discoveryv3.ResourceLocator{loc("r", "env", "canary", "version", "v1")}})
+	r := c.recv()
+	expectNames(t, r, resource.RouteURL, "plain", "r [env!=prod && version=v1]")
+	wrapped := 0
+	for _, a := range r.Resources {
+		if a.TypeUrl == resource.WrapperURL {
+			wrapped++
+		}
+	}
+	if wrapped != 1 {
+		t.Errorf("%d wrapped resources, want 1 (the locator's)", wrapped)
+	}
+}
+
+func vhost(n string, domains ...string) *resource.Variant {
+	ds := `"` + domains[0] + `"`
+	for _, d := range domains[1:] {
+		ds += `, "` + d + `"`
+	}
+	return variant(resource.VirtualHostURL, n, "", fmt.Sprintf(`{"@type": "envoy.config.route.v3.VirtualHost", "name": %q, "domains": [%s]}`, n, ds))
+}
+
+// On-demand VHDS (PROTOCOL.md §5): the namespace (wildcard) request gets
+// the empty base set; "<rc>/<host>" resolves by domain and comes back named
+// as the virtual host with the request in aliases; not found is a
+// payload-less Resource named and aliased as requested; later updates go
+// only to streams that know the virtual host.
+func TestVHDS_OnDemand(t *testing.T) {
+	h := newHarness(t)
+	h.put(vhost("rc/web", "www.example.com", "*.web.example.com"), vhost("rc/api", "api.*"), vhost("rc/other", "other.com"))
+	c := h.delta(nil)
+	c.sub(resource.VirtualHostURL)
+	expect(t, c.recv(), "route.v3.VirtualHost: ")
+	c.sub(resource.VirtualHostURL, "rc/www.example.com")
+	r := c.recv()
+	expect(t, r, "route.v3.VirtualHost: rc/web aliases=rc/www.example.com")
+	c.ack(r)
+	c.sub(resource.VirtualHostURL, "rc/api.v2", "rc/nowhere.org")
+	r = c.recv()
+	expect(t, r, "route.v3.VirtualHost: rc/api aliases=rc/api.v2 rc/nowhere.org (no payload) aliases=rc/nowhere.org")
+	c.ack(r)
+	// An update to a known virtual host is pushed; to an unknown one, not.
+	h.put(vhost("rc/other", "other.com", "more.com"))
+	c.barrier(h)
+	h.put(vhost("rc/web", "www.example.com", "*.web.example.com", "new.example.com"))
+	expect(t, c.recv(), "route.v3.VirtualHost: rc/web aliases=rc/www.example.com")
+	// A host that was not found is sent once it is.
+	h.put(vhost("rc/org", "*.org"))
+	expect(t, c.recv(), "route.v3.VirtualHost: rc/org aliases=rc/nowhere.org")
+	// Unsubscribing by the virtual host's name drops the alias that got it.
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/api"}})
+	c.barrier(h)
+	h.put(vhost("rc/api", "api.*", "x.y"))
+	c.barrier(h)
+	// Deleting a known virtual host removes it by name, and the alias it
+	// served, still subscribed, now gets the not-found answer.
+	h.remove(resource.VirtualHostURL, "rc/web")
+	expect(t, c.recv(), "route.v3.VirtualHost: rc/www.example.com (no payload) aliases=rc/www.example.com -rc/web")
+}
+
+// The per-type services (StreamClusters, DeltaClusters, DeltaVirtualHosts,
+// …) serve their one type: a request without a type_url gets it, a request
+// for another type ends the stream with InvalidArgument.
+func TestPerTypeServices(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"), vhost("rc/v", "v.com"))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cds := clusterservice.NewClusterDiscoveryServiceClient(h.conn)
+	s, err := cds.StreamClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&discoveryv3.DiscoveryRequest{})
+	r, err := s.Recv()
+	if err != nil || r.TypeUrl != resource.ClusterURL || len(r.Resources) != 1 {
+		t.Fatalf("StreamClusters: %v %v", r, err)
+	}
+	ds, err := cds.DeltaClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"a"}})
+	if dr, err := ds.Recv(); err != nil || len(dr.Resources) != 1 {
+		t.Fatalf("DeltaClusters: %v %v", dr, err)
+	}
+	vs, err := routeservice.NewVirtualHostDiscoveryServiceClient(h.conn).DeltaVirtualHosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs.Send(&discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: []string{"rc/v.com"}})
+	if vr, err := vs.Recv(); err != nil || describe(vr) != "route.v3.VirtualHost: rc/v aliases=rc/v.com" {
+		t.Fatalf("DeltaVirtualHosts: %v %v", vr, err)
+	}
+	bad, err := cds.StreamClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerURL})
+	if _, err := bad.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("wrong type on StreamClusters: %v", err)
+	}
+}
+
+// DESIGN.md §6: a stream's subscriptions are bounded.
+func TestSubscriptionLimit(t *testing.T) {
+	h := newHarness(t, func(o *protocol.Options) { o.MaxSubscriptions = 3 })
+	c := h.delta(nil)
+	c.sub(resource.ClusterURL, "a", "b", "c", "d")
+	select {
+	case err := <-c.errs:
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("err = %v", err)
+		}
+	case r := <-c.resps:
+		t.Fatalf("answered over the limit: %v", describe(r))
+	case <-time.After(wait):
+		t.Fatal("stream not ended")
+	}
+}
