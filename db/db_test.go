@@ -176,7 +176,7 @@ func TestVirtualHostResolution(t *testing.T) {
 		"rc/x-svc.bar.com":  "rc/suffix",
 		"rc/api.example":    "rc/prefix",
 		"rc/unknown.org":    "rc/any",
-		"rc/bar.com":        "rc/any", // *.bar.com needs a non-empty match
+		"rc/bar.com":        "rc/any",   // *.bar.com needs a non-empty match
 		"rc/exact":          "rc/exact", // by name
 		"nope/foo.com":      "",
 		"other/foo.com":     "other/x",
