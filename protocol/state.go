@@ -153,15 +153,6 @@ func (ts *typeState) busy() bool {
 	return ts.dirtyAll || len(ts.dirty) > 0 || len(ts.force) > 0 || len(ts.forceWatches) > 0 || ts.mustReply
 }
 
-func (ts *typeState) hasWildcard() bool {
-	for k := range ts.watches {
-		if k.name == db.Wildcard {
-			return true
-		}
-	}
-	return false
-}
-
 // want is the desired state for a set of names: what the client should hold.
 type want struct {
 	byName map[string][]item

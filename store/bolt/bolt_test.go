@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/store"
 	"github.com/xdsd/xdsd/store/bolt"
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 		crashChild(path)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func open(t *testing.T, path string) *bolt.Store {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/xdsd/xdsd/admin"
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// printDocErrors prints every problem of an invalid input, one per line.
+func printDocErrors(w io.Writer, err error) {
+	var l resource.ErrorList
+	if errors.As(err, &l) {
+		for _, e := range l {
+			fmt.Fprintln(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
+
+// errInvalid is returned after the problems were printed.
+var errInvalid = errors.New("invalid input; nothing was applied")
+
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	file := fs.String("f", "", "file, directory or - (standard input) to check")
+	if _, err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			helpFlags(fs, "validate -f FILE|DIR|-", stdout)
+		}
+		return err
+	}
+	if *file == "" {
+		return usagef("-f FILE|DIR|- is required")
+	}
+	docs, err := resource.Load(*file)
+	if err != nil {
+		printDocErrors(stderr, err)
+		return errors.New("invalid")
+	}
+	resources := map[[2]string]bool{}
+	for _, d := range docs {
+		resources[[2]string{d.Variant.Type.URL, d.Variant.Name}] = true
+	}
+	fmt.Fprintf(stdout, "ok: %s (%s)\n", plural(len(resources), "resource"), plural(len(docs), "variant"))
+	return nil
+}
+
+func adminURL(addr, path string) string {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return strings.TrimSuffix(addr, "/") + path
+}
+
+var httpClient = &http.Client{Timeout: 60 * time.Second}
+
+// call sends an admin request and decodes a JSON answer into out, or turns
+// an error answer into an error.
+func call(req *http.Request, out any) error {
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb admin.ErrorBody
+		if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
+			return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+		msg := eb.Message
+		for _, e := range eb.Errors {
+			msg += "\n  " + (&resource.DocError{Source: e.Source, Index: e.Document, Line: e.Line, Path: e.Path, Msg: e.Message}).Error()
+		}
+		return errors.New(msg)
+	}
+	return json.Unmarshal(body, out)
+}
+
+func runApply(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
+	if _, err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			helpFlags(fs, "apply [--admin ADDR] -f FILE|DIR|-", stdout)
+		}
+		return err
+	}
+	if *file == "" {
+		return usagef("-f FILE|DIR|- is required")
+	}
+	// Validate here, so errors name the user's files; send the documents as
+	// written, so the server applies exactly them.
+	docs, err := resource.Load(*file)
+	if err != nil {
+		printDocErrors(stderr, err)
+		return errInvalid
+	}
+	raws := make([]json.RawMessage, len(docs))
+	for i, d := range docs {
+		raws[i] = d.Raw
+	}
+	body, err := json.Marshal(raws)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply?source="+url.QueryEscape(*file)), bytes.NewReader(body))
+	if err != nil {
+		return usagef("--admin %q: %v", *addr, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var res admin.ApplyResult
+	if err := call(req, &res); err != nil {
+		return err
+	}
+	printResult(stdout, res)
+	return nil
+}
+
+func printResult(w io.Writer, res admin.ApplyResult) {
+	if len(res.Changed)+len(res.Deleted) == 0 {
+		fmt.Fprintf(w, "unchanged at revision %d\n", res.Revision)
+		return
+	}
+	fmt.Fprintf(w, "revision %d: %s changed, %s deleted\n", res.Revision, plural(len(res.Changed), "variant"), plural(len(res.Deleted), "variant"))
+	for _, k := range res.Changed {
+		fmt.Fprintf(w, "  changed %s\n", k)
+	}
+	for _, k := range res.Deleted {
+		fmt.Fprintf(w, "  deleted %s\n", k)
+	}
+}
+
+func runDelete(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	cons := fs.String("constraints", "", "delete only the variant with these constraints (text syntax)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			helpFlags(fs, "delete [--admin ADDR] TYPE NAME [--constraints EXPR]", stdout)
+		}
+		return err
+	}
+	if len(pos) != 2 {
+		return usagef("want TYPE NAME, got %d arguments", len(pos))
+	}
+	typ, err := resource.Lookup(pos[0])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	n, err := resource.CanonicalName(pos[1])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	q := url.Values{"type": {typ.URL}, "name": {n}}
+	constrained := false
+	fs.Visit(func(f *flag.Flag) { constrained = constrained || f.Name == "constraints" })
+	if constrained {
+		if _, err := constraint.Parse(*cons); err != nil {
+			return usagef("--constraints: %v", err)
+		}
+		q.Set("constraints", *cons)
+	}
+	req, err := http.NewRequest(http.MethodDelete, adminURL(*addr, "/v1/resources?"+q.Encode()), nil)
+	if err != nil {
+		return usagef("--admin %q: %v", *addr, err)
+	}
+	var res admin.ApplyResult
+	if err := call(req, &res); err != nil {
+		return err
+	}
+	printResult(stdout, res)
+	return nil
+}

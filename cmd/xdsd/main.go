@@ -1,0 +1,123 @@
+// Command xdsd is the xDS control plane, caching relay and client tool:
+//
+//	xdsd serve    serve resources from a store over xDS, with an admin API
+//	xdsd apply    apply resource files to a running server, as one batch
+//	xdsd delete   delete a resource, or one of its variants
+//	xdsd validate check resource files offline
+//
+// Exit status: 0 on success, 1 on a runtime failure or invalid input, 2 on
+// bad usage.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// usageError is bad usage: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "serve resources from a store over xDS, with an admin API", runServe},
+		{"apply", "apply resource files to a running server, as one atomic batch", runApply},
+		{"delete", "delete a resource, or one variant of it, from a running server", runDelete},
+		{"validate", "check resource files offline; nothing is stored", runValidate},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: xdsd <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'xdsd <command> -h' for a command's flags.")
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		var ue usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "xdsd %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "xdsd %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "xdsd: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// parse parses flags that may come before, between or after positional
+// arguments (xdsd delete rds main --constraints env=prod).
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usagef("%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// helpFlags prints a flag set's usage when -h is given.
+func helpFlags(fs *flag.FlagSet, synopsis string, w io.Writer) {
+	fmt.Fprintf(w, "usage: xdsd %s\n\nflags:\n", synopsis)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", s)
+	}
+	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(s, "s"))
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/admin"
+)
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// startServe runs `xdsd serve` in-process on loopback ports with a bolt
+// store in a temp dir; it returns the admin address.
+func startServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string) {
+	t.Helper()
+	f := serveFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", storeSpec: "bolt:" + filepath.Join(t.TempDir(), "xdsd.db"),
+		logLevel: "error", watchInterval: 50 * time.Millisecond, maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000}
+	if len(extra) == 2 && extra[0] == "--watch" {
+		f.watchDir = extra[1]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	type addrs struct{ x, a string }
+	up := make(chan addrs, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), func(x, a string) { up <- addrs{x, a} })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	select {
+	case a := <-up:
+		return a.x, a.a
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return "", ""
+}
+
+func listResources(t *testing.T, adminAddr, query string) admin.ResourceList {
+	t.Helper()
+	resp, err := http.Get("http://" + adminAddr + "/v1/resources" + query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l admin.ResourceList
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestValidateExamples(t *testing.T) {
+	code, out, errOut := runCmd(t, "validate", "-f", "../../examples")
+	if code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+const cl = "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n"
+
+// Each kind of bad input gets its own precise error, names the file, the
+// document and the field, exits 1, and stores nothing.
+var badInputs = []struct {
+	name, src string
+	want      []string
+}{
+	{"malformed name", cl + "name: \"xdstp://a/envoy.config.cluster.v3.Cluster/x%zz\"\n", []string{"bad.yaml: document 1 (line 1): name:", "at byte 43", "percent-escape"}},
+	{"bad constraint syntax", "constraints: env==prod\nresource:\n  " + cl + "  name: c\n", []string{"bad.yaml: document 1 (line 1): constraints:", "at byte"}},
+	{"overlapping variants", "constraints: env=prod || env=test\nresource:\n  " + cl + "  name: c\n---\nconstraints: env=qa || env=test\nresource:\n  " + cl + "  name: c\n", []string{"overlap", "both match {env=test}"}},
+	{"different key sets", "constraints: env=prod\nresource:\n  " + cl + "  name: c\n---\nconstraints: env=test && version=v1\nresource:\n  " + cl + "  name: c\n", []string{"constrains [env] but", "[env, version]"}},
+	{"payload fails ValidateAll", "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: vh\n  domains: []\n", []string{"bad.yaml: document 1 (line 1): virtual_hosts[0].domains: value must contain at least 1 item(s)"}},
+	{"name/payload mismatch", "name: a\nresource:\n  " + cl + "  name: b\n", []string{"resource.name:", `"b" differs from the resource name "a"`}},
+}
+
+func TestValidateBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range badInputs {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, dir, "bad.yaml", tc.src)
+			code, out, errOut := runCmd(t, "validate", "-f", p)
+			if code != 1 || out != "" {
+				t.Fatalf("exit %d, stdout %q", code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{}, {"frobnicate"}, {"validate"}, {"apply"}, {"delete", "cds"}, {"delete", "nosuchtype", "x"},
+		{"serve", "--store", "floppy:"}, {"serve", "--log-level", "loud"}, {"validate", "--nope"},
+	} {
+		if code, _, errOut := runCmd(t, args...); code != 2 {
+			t.Errorf("%v: exit %d (want 2): %s", args, code, errOut)
+		}
+	}
+	if code, out, _ := runCmd(t, "serve", "-h"); code != 0 || !strings.Contains(out, "--watch") && !strings.Contains(out, "-watch") {
+		t.Errorf("serve -h: exit %d\n%s", code, out)
+	}
+}
+
+func TestServeApplyDelete(t *testing.T) {
+	_, adm := startServe(t)
+	code, out, errOut := runCmd(t, "apply", "--admin", adm, "-f", "../../examples")
+	if code != 0 || !strings.HasPrefix(out, "revision 1: 21 variants changed") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	// Applying the same again changes nothing.
+	if code, out, _ := runCmd(t, "apply", "--admin", adm, "-f", "../../examples"); code != 0 || !strings.HasPrefix(out, "unchanged at revision 1") {
+		t.Fatalf("re-apply: exit %d %s", code, out)
+	}
+	l := listResources(t, adm, "?type=rds&name=tp2")
+	if len(l.Resources) != 4 || l.Resources[0].Constraints == "" || l.Resources[0].Version != "1" {
+		t.Fatalf("resources: %+v", l)
+	}
+
+	dir := t.TempDir()
+	for _, tc := range badInputs {
+		p := writeFile(t, dir, "bad.yaml", tc.src)
+		code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", p)
+		if code != 1 || !strings.Contains(errOut, tc.want[0]) {
+			t.Errorf("%s: exit %d\n%s", tc.name, code, errOut)
+		}
+	}
+	if l := listResources(t, adm, ""); l.Revision != 1 {
+		t.Fatalf("a bad apply changed the store: revision %d", l.Revision)
+	}
+	// The server refuses a bad batch whole, whatever the client checked.
+	resp, err := http.Post("http://"+adm+"/v1/apply", "application/yaml", strings.NewReader(cl+"name: good\n---\n"+badInputs[0].src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb admin.ErrorBody
+	json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || len(eb.Errors) != 1 || eb.Errors[0].Document != 2 || eb.Errors[0].Path != "name" {
+		t.Fatalf("POST bad batch: %s %+v", resp.Status, eb)
+	}
+	if l := listResources(t, adm, "?name=good"); len(l.Resources) != 0 {
+		t.Fatal("half of a bad batch was applied")
+	}
+
+	// Delete one variant, then the whole resource.
+	code, out, errOut = runCmd(t, "delete", "--admin", adm, "rds", "tp2", "--constraints", "env=prod && version=v1")
+	if code != 0 || !strings.Contains(out, "1 variant deleted") {
+		t.Fatalf("delete variant: exit %d %s%s", code, out, errOut)
+	}
+	if l := listResources(t, adm, "?type=rds&name=tp2"); len(l.Resources) != 3 {
+		t.Fatalf("after deleting a variant: %d left", len(l.Resources))
+	}
+	if code, out, _ := runCmd(t, "delete", "--admin", adm, "envoy.config.route.v3.RouteConfiguration", "tp2"); code != 0 || !strings.Contains(out, "3 variants deleted") {
+		t.Fatalf("delete all: exit %d %s", code, out)
+	}
+	if code, _, errOut := runCmd(t, "delete", "--admin", adm, "rds", "tp2"); code != 1 || !strings.Contains(errOut, "no such resource") {
+		t.Fatalf("delete missing: exit %d %s", code, errOut)
+	}
+}
+
+func TestServeWatchDir(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", cl+"name: a\n")
+	_, adm := startServe(t, "--watch", dir)
+	if l := listResources(t, adm, "?name=a"); len(l.Resources) != 1 {
+		t.Fatalf("watched dir not applied at start: %+v", l)
+	}
+}
