@@ -28,7 +28,7 @@ type DirWatcher struct {
 	Applied func(store.Result, error)
 
 	owned map[resource.Key]bool // variants the directory defined when last applied
-	sum   [32]byte                // contents last tried
+	sum   [32]byte              // contents last tried
 	tried bool
 }
 
