@@ -22,6 +22,20 @@ func TestGRPCQuickstart(t *testing.T) {
 	bs := bootstrap(x.xds, map[string]string{"quickstart.xdsd": ""}, nil)
 	until(t, dial(t, "xds:///quickstart", bs), be.addr)
 	until(t, dial(t, "xds://quickstart.xdsd/quickstart", bs), be.addr)
+
+	// The exchange shows in the metrics.
+	m := x.metrics(t)
+	for _, want := range []string{
+		`xdsd_streams{kind="ads-sotw"} 2`,
+		`xdsd_pushes_total{type="envoy.config.listener.v3.Listener"}`,
+		`xdsd_pushes_total{type="envoy.config.endpoint.v3.ClusterLoadAssignment"}`,
+		`xdsd_acks_total{type="envoy.config.cluster.v3.Cluster"}`,
+		`xdsd_apply_to_send_seconds_count`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
 
 // acked reports whether every stream of the server has ACKed the four

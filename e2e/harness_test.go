@@ -137,6 +137,21 @@ func (p *proc) clients(t *testing.T) []map[string]any {
 	return out
 }
 
+// metrics reads /metrics.
+func (p *proc) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // backend is a gRPC server with the health service; RPCs to it are told
 // apart by its address.
 type backend struct {

@@ -224,3 +224,37 @@ resource:
 		t.Fatalf("entries %v %v", entries, err)
 	}
 }
+
+// PROTOCOL.md §1.9 over delta ADS: the cluster and endpoints a batch
+// removes go out after the route that stopped using them.
+func TestDelta_1_9_MakeBeforeBreak(t *testing.T) {
+	h := newHarness(t)
+	cla := func(n string) *resource.Variant {
+		return variant(resource.EndpointURL, n, "", fmt.Sprintf(`{"@type": "envoy.config.endpoint.v3.ClusterLoadAssignment", "cluster_name": %q}`, n))
+	}
+	h.put(cluster("A"), cla("A"), route("r", "", "A"))
+	c := h.delta(nil)
+	c.sub(resource.ClusterURL)
+	c.ack(c.recv())
+	c.sub(resource.EndpointURL, "A", "B")
+	c.ack(c.recv())
+	c.sub(resource.RouteURL, "r")
+	c.ack(c.recv())
+	h.update(dbUpdate(
+		[]*resource.Variant{cluster("B"), cla("B"), route("r", "", "B")},
+		[][2]string{{resource.ClusterURL, "A"}, {resource.EndpointURL, "A"}}))
+	var seq []string
+	for range 5 {
+		seq = append(seq, describe(c.recv()))
+	}
+	want := []string{
+		"cluster.v3.Cluster: B",
+		"endpoint.v3.ClusterLoadAssignment: B",
+		"route.v3.RouteConfiguration: r",
+		"cluster.v3.Cluster: -A",
+		"endpoint.v3.ClusterLoadAssignment: -A",
+	}
+	if fmt.Sprint(seq) != fmt.Sprint(want) {
+		t.Fatalf("order\n%q\nwant\n%q", seq, want)
+	}
+}

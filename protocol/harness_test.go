@@ -192,6 +192,7 @@ func (c *sotw) recv() *discoveryv3.DiscoveryResponse {
 	c.t.Helper()
 	select {
 	case r := <-c.resps:
+		checkSotW(c.t, r)
 		return r
 	case err := <-c.errs:
 		c.t.Fatalf("stream ended: %v", err)
@@ -309,6 +310,7 @@ func (c *delta) recv() *discoveryv3.DeltaDiscoveryResponse {
 	c.t.Helper()
 	select {
 	case r := <-c.resps:
+		checkDelta(c.t, r)
 		return r
 	case err := <-c.errs:
 		c.t.Fatalf("stream ended: %v", err)
@@ -370,4 +372,56 @@ func describe(r *discoveryv3.DeltaDiscoveryResponse) string {
 
 func dbUpdate(puts []*resource.Variant, removes [][2]string) db.Update {
 	return db.Update{Puts: puts, Removes: removes}
+}
+
+// checkSotW fails the test on a response a client would NACK (PROTOCOL.md
+// §1.7, §2.6): a resource of another type, or a name given twice (the same
+// name twice is fine only as distinct TP2 variants).
+func checkSotW(t *testing.T, r *discoveryv3.DiscoveryResponse) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, a := range r.Resources {
+		if a.TypeUrl != r.TypeUrl && a.TypeUrl != resource.WrapperURL {
+			t.Fatalf("resource %d is a %s in a %s response", i, a.TypeUrl, r.TypeUrl)
+		}
+	}
+	for _, n := range sotwNames(t, r) {
+		if seen[n] {
+			t.Fatalf("%s given twice in one response", n)
+		}
+		seen[n] = true
+	}
+}
+
+// checkDelta fails the test on a delta response Envoy would NACK
+// (PROTOCOL.md §2.6): a name repeated across resources and removals, or a
+// payload of another type, or a payload-less resource that is not a VHDS
+// answer carrying aliases.
+func checkDelta(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse) {
+	t.Helper()
+	seen := map[string]bool{}
+	use := func(n string) {
+		if seen[n] {
+			t.Fatalf("%s appears twice in one response: %s", n, describe(r))
+		}
+		seen[n] = true
+	}
+	for _, res := range r.Resources {
+		use(resName(res))
+		switch {
+		case res.Resource == nil && len(res.Aliases) == 0:
+			t.Fatalf("payload-less resource %s without aliases", resName(res))
+		case res.Resource != nil && res.Resource.TypeUrl != r.TypeUrl && res.Resource.TypeUrl != resource.LocatorURL:
+			t.Fatalf("%s is a %s in a %s response", resName(res), res.Resource.TypeUrl, r.TypeUrl)
+		case res.Name != "" && res.ResourceName != nil:
+			t.Fatalf("%s has both name and resource_name", resName(res))
+		}
+	}
+	for _, n := range r.RemovedResources {
+		use(n)
+	}
+	for _, n := range r.RemovedResourceNames {
+		c, _ := constraint.FromProto(n.DynamicParameterConstraints)
+		use(n.Name + " [" + c.String() + "]")
+	}
 }
