@@ -75,9 +75,15 @@ func ValidateVariants(vs []Variant) error {
 	for i, v := range vs {
 		conj[i] = conjuncts(nil, v.Constraints.n, false)
 	}
+	budget := searchSteps
 	for i := range vs {
 		for j := i + 1; j < len(vs); j++ {
-			if w, ok := overlap(conj[i], conj[j]); ok {
+			w, ok, err := overlap(conj[i], conj[j], &budget)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("variants %s and %s: %w", vs[i].ID, vs[j].ID, err))
+				return errors.Join(errs...)
+			}
+			if ok {
 				errs = append(errs, &OverlapError{A: vs[i].ID, B: vs[j].ID, Witness: w})
 			}
 		}
@@ -85,13 +91,28 @@ func ValidateVariants(vs []Variant) error {
 	return errors.Join(errs...)
 }
 
+// MaxSearchSteps bounds the work ValidateVariants spends deciding overlaps.
+// Deciding overlap exactly is NP-hard in general (a crafted variant set can
+// encode SAT), so an adversarial set gets ErrTooComplex instead of hanging
+// an apply; real variant sets need a tiny fraction of it.
+const MaxSearchSteps = 1 << 21
+
+// searchSteps is MaxSearchSteps; tests lower it.
+var searchSteps = MaxSearchSteps
+
+// ErrTooComplex is returned when deciding overlaps would exceed
+// MaxSearchSteps.
+var ErrTooComplex = errors.New("constraints too complex to check for overlap; simplify them")
+
 // Overlap decides exactly whether some parameter set matches both a and b,
 // and if so returns one. The witness is deterministic: independent groups of
 // keys are solved separately, and within a group keys are tried in sorted
 // order with values in the order literal values (sorted), absent, any other
 // value; keys that do not matter are left out.
-func Overlap(a, b Constraints) (witness Params, ok bool) {
-	return overlap(conjuncts(nil, a.n, false), conjuncts(nil, b.n, false))
+// It returns ErrTooComplex when the search would exceed MaxSearchSteps.
+func Overlap(a, b Constraints) (witness Params, ok bool, err error) {
+	budget := searchSteps
+	return overlap(conjuncts(nil, a.n, false), conjuncts(nil, b.n, false), &budget)
 }
 
 // term is a possibly negated subexpression that must be true.
@@ -126,7 +147,7 @@ func conjuncts(dst []term, n *node, neg bool) []term {
 	return dst
 }
 
-func overlap(a, b []term) (Params, bool) {
+func overlap(a, b []term, budget *int) (Params, bool, error) {
 	terms := make([]term, 0, len(a)+len(b))
 	terms = append(append(terms, a...), b...)
 
@@ -139,7 +160,7 @@ func overlap(a, b []term) (Params, bool) {
 	termKeys := make([][]int, len(terms))
 	for _, t := range terms {
 		if t.n.op == opFalse {
-			return nil, false
+			return nil, false, nil
 		}
 		t.n.walkKeys(func(k string) {
 			if _, ok := keyIdx[k]; !ok {
@@ -191,11 +212,12 @@ func overlap(a, b []term) (Params, bool) {
 				groupKeys = append(groupKeys, k)
 			}
 		}
-		if !solve(groupTerms, groupKeys, witness) {
-			return nil, false
+		ok, err := solve(groupTerms, groupKeys, witness, budget)
+		if err != nil || !ok {
+			return nil, false, err
 		}
 	}
-	return witness, true
+	return witness, true, nil
 }
 
 // tri is a three-valued truth value for partially assigned parameters.
@@ -225,10 +247,11 @@ type search struct {
 	terms  []*cnode
 	asg    []int // per key: index into domain, or -1 while unassigned
 	marks  []int // keys of unassigned leaves that still decide the outcome
+	budget *int  // search steps left, shared by all the pairs of one check
 }
 
-func solve(terms []term, keys []string, witness Params) bool {
-	s := &search{keys: keys, domain: make([][]string, len(keys)), asg: make([]int, len(keys))}
+func solve(terms []term, keys []string, witness Params, budget *int) (bool, error) {
+	s := &search{keys: keys, domain: make([][]string, len(keys)), asg: make([]int, len(keys)), budget: budget}
 	idx := make(map[string]int, len(keys))
 	for i, k := range keys {
 		idx[k] = i
@@ -249,7 +272,10 @@ func solve(terms []term, keys []string, witness Params) bool {
 		s.terms = append(s.terms, c)
 	}
 	if !s.dfs() {
-		return false
+		if *s.budget < 0 {
+			return false, ErrTooComplex
+		}
+		return false, nil
 	}
 	for i, a := range s.asg {
 		lits := s.domain[i]
@@ -261,7 +287,7 @@ func solve(terms []term, keys []string, witness Params) bool {
 			witness[keys[i]] = otherValue(lits)
 		}
 	}
-	return true
+	return true, nil
 }
 
 // otherValue picks a concrete value outside lits for the witness: the
@@ -311,6 +337,9 @@ func (s *search) compile(n *node, idx map[string]int) *cnode {
 // leaf mentions are never branched on, so they stay out of the witness and
 // do not multiply the search.
 func (s *search) dfs() bool {
+	if *s.budget--; *s.budget < 0 {
+		return false
+	}
 	s.marks = s.marks[:0]
 	for _, t := range s.terms {
 		if s.eval(t) == no {

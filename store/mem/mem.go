@@ -1,5 +1,3 @@
-// Package mem is an in-memory store.Store, for tests and for throwaway
-// servers (xdsd serve --store mem:). Nothing survives the process.
 package mem
 
 import (

@@ -1,6 +1,3 @@
-// Package storetest is the conformance suite every store.Store backend
-// passes, so that all backends mean the same by a batch, a revision and a
-// change feed.
 package storetest
 
 import (

@@ -1,0 +1,8 @@
+// Package store is xdsd's authoritative resource store: atomic batches that
+// produce a revision, a change feed resumable from any revision, and reads
+// of the whole state. A revision is the single clock of the system: a
+// variant's version is the revision that last changed it (DESIGN.md §4.3).
+//
+// Backends: store/bolt (embedded, the default) and store/mem (tests). The
+// package must not import db, protocol, client or the roles.
+package store
