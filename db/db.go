@@ -550,8 +550,18 @@ func (r *Reader) Variants(typeURL, n string) []*resource.Variant {
 // params (what a wildcard subscription covers), in name order.
 func (r *Reader) All(typeURL string, params constraint.Params, fn func(*resource.Variant)) {
 	t := r.d.tables[typeURL]
+	for _, n := range r.Names(typeURL) {
+		if v := t.entries[n].selectVariant(params); v != nil {
+			fn(v)
+		}
+	}
+}
+
+// Names lists the resources of a type that have variants, in order.
+func (r *Reader) Names(typeURL string) []string {
+	t := r.d.tables[typeURL]
 	if t == nil {
-		return
+		return nil
 	}
 	names := make([]string, 0, len(t.entries))
 	for n, e := range t.entries {
@@ -560,34 +570,33 @@ func (r *Reader) All(typeURL string, params constraint.Params, fn func(*resource
 		}
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		if v := t.entries[n].selectVariant(params); v != nil {
-			fn(v)
-		}
-	}
+	return names
 }
 
 // GlobMembers calls fn with the variant matching params of every member of
 // a glob collection, in name order.
 func (r *Reader) GlobMembers(typeURL, globURL string, params constraint.Params, fn func(*resource.Variant)) {
 	t := r.d.tables[typeURL]
-	if t == nil {
-		return
+	for _, n := range r.GlobNames(typeURL, globURL) {
+		if v := t.globs[globURL].members[n].selectVariant(params); v != nil {
+			fn(v)
+		}
+	}
+}
+
+// GlobNames lists the members of a glob collection, in order.
+func (r *Reader) GlobNames(typeURL, globURL string) []string {
+	t := r.d.tables[typeURL]
+	if t == nil || t.globs[globURL] == nil {
+		return nil
 	}
 	g := t.globs[globURL]
-	if g == nil {
-		return
-	}
 	names := make([]string, 0, len(g.members))
 	for n := range g.members {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		if v := g.members[n].selectVariant(params); v != nil {
-			fn(v)
-		}
-	}
+	return names
 }
 
 // InGlob reports the glob collection URL a resource name belongs to, if any.

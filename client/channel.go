@@ -1,0 +1,694 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// subKey is one upstream subscription: a name under one parameter set.
+type subKey struct{ name, pkey string }
+
+// upSub is one upstream subscription of a channel.
+type upSub struct {
+	name   string
+	params constraint.Params
+	pkey   string
+	tp2    bool // sent as a TP2 resource locator
+}
+
+// upType is a channel's state for one resource type.
+type upType struct {
+	url  string
+	subs map[subKey]*upSub
+
+	// On the current stream: whether the type was requested yet, and (delta)
+	// the subscription changes not yet sent.
+	requested      bool
+	toSub, toUnsub map[subKey]*upSub
+
+	// SotW: the last accepted version and the last received nonce (§1.1,
+	// §1.4: kept across reconnects); delta: the nonce to acknowledge.
+	version string
+	nonce   string
+	ack     *pendingAck
+
+	// held is what this channel provided to the db, by name: constraint
+	// key → version; it is what a reconnecting delta stream declares in
+	// initial_resource_versions, and what a SotW full-state response can
+	// delete.
+	held map[string]map[string]string
+	// declare: the held versions came from the server now streaming.
+	declare bool
+}
+
+type pendingAck struct {
+	version, nonce string
+	err            string
+}
+
+// channel is one ADS stream to one of an authority's servers (in order,
+// falling back to the next when one cannot be reached and returning to the
+// first when it is back).
+type channel struct {
+	c       *Client
+	key     string
+	servers []ServerConfig
+	conns   []*grpc.ClientConn
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	types     map[string]*upType
+	connected int // index of the server streaming, -1 when none
+	// versionsFrom is the server the held versions came from. Versions mean
+	// something only to the server that made them (they are its store's
+	// revisions), so they are declared on reconnection only to it.
+	versionsFrom int
+	lastErr      error
+	downSince    time.Time
+	received     int64 // resources received, for tests and metrics
+	responses    int64
+	nackCount    int64
+	switchBack   chan struct{} // closed to end a fallback session when the primary is back
+}
+
+func newChannel(c *Client, key string, servers []ServerConfig) (*channel, error) {
+	ch := &channel{c: c, key: key, servers: servers, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		types: map[string]*upType{}, connected: -1, versionsFrom: -1, downSince: time.Now()}
+	for _, s := range servers {
+		creds, err := s.TransportCredentials()
+		if err != nil {
+			ch.closeConns()
+			return nil, err
+		}
+		// Reconnect as this client's options say, not gRPC's default (1s
+		// growing to 2 minutes), so a returning server is found in time.
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
+			grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 20 * time.Second, Backoff: backoff.Config{
+				BaseDelay: c.o.BackoffBase, Multiplier: 1.6, Jitter: 0.2, MaxDelay: c.o.BackoffMax}}),
+		}, c.o.DialOptions...)
+		conn, err := grpc.NewClient(s.URI, opts...)
+		if err != nil {
+			ch.closeConns()
+			return nil, fmt.Errorf("server %s: %w", s.URI, err)
+		}
+		ch.conns = append(ch.conns, conn)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch.cancel = cancel
+	go ch.run(ctx)
+	return ch, nil
+}
+
+func (ch *channel) closeConns() {
+	for _, c := range ch.conns {
+		c.Close()
+	}
+}
+
+func (ch *channel) close() {
+	ch.cancel()
+	<-ch.done
+	ch.closeConns()
+	ch.mu.Lock()
+	ch.connected = -1
+	ch.mu.Unlock()
+}
+
+func (ch *channel) signal() {
+	select {
+	case ch.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (ch *channel) typ(url string) *upType {
+	t := ch.types[url]
+	if t == nil {
+		t = &upType{url: url, subs: map[subKey]*upSub{}, held: map[string]map[string]string{}}
+		ch.types[url] = t
+	}
+	return t
+}
+
+// subscribe adds an upstream subscription (from a db interest).
+func (ch *channel) subscribe(typeURL string, s *upSub) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.typ(typeURL)
+	k := subKey{s.name, s.pkey}
+	if _, ok := t.subs[k]; ok {
+		return
+	}
+	t.subs[k] = s
+	if t.toUnsub != nil {
+		delete(t.toUnsub, k)
+	}
+	if t.toSub == nil {
+		t.toSub = map[subKey]*upSub{}
+	}
+	t.toSub[k] = s
+	ch.signal()
+}
+
+// unsubscribe removes an upstream subscription.
+func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[typeURL]
+	if t == nil {
+		return
+	}
+	k := subKey{name, pkey}
+	s, ok := t.subs[k]
+	if !ok {
+		return
+	}
+	delete(t.subs, k)
+	delete(t.toSub, k)
+	if t.toUnsub == nil {
+		t.toUnsub = map[subKey]*upSub{}
+	}
+	t.toUnsub[k] = s
+	if !ch.stillWanted(t, name) {
+		delete(t.held, name)
+	}
+	ch.signal()
+}
+
+func (ch *channel) stillWanted(t *upType, name string) bool {
+	for k := range t.subs {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isConnected reports whether a stream is up.
+func (ch *channel) isConnected() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.connected >= 0
+}
+
+// run keeps a stream up: it tries the servers in order, reconnects with
+// exponential backoff and jitter, and while on a fallback server watches
+// for the first one to come back.
+func (ch *channel) run(ctx context.Context) {
+	defer close(ch.done)
+	backoff := ch.c.o.BackoffBase
+	for ctx.Err() == nil {
+		got := false
+		var err error
+		for i := range ch.servers {
+			var ok bool
+			ok, err = ch.session(ctx, i)
+			got = got || ok
+			if ctx.Err() != nil {
+				return
+			}
+			if ok {
+				break // it streamed; start over from the primary
+			}
+		}
+		ch.setDown(err)
+		if got {
+			backoff = ch.c.o.BackoffBase
+			continue
+		}
+		d := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(time.Duration(float64(backoff)*1.6), ch.c.o.BackoffMax)
+	}
+}
+
+func (ch *channel) setDown(err error) {
+	ch.mu.Lock()
+	was := ch.connected
+	ch.connected = -1
+	if err != nil {
+		ch.lastErr = err
+	}
+	if was >= 0 {
+		ch.downSince = time.Now()
+	}
+	ch.mu.Unlock()
+	if was >= 0 {
+		ch.c.channelState(ch, false)
+	}
+}
+
+// stream is what session needs of a SotW or delta ADS stream.
+type adsStream interface {
+	send(req proto.Message) error
+	recv() (proto.Message, error)
+}
+
+type sotwStream struct {
+	s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+}
+
+func (s sotwStream) send(m proto.Message) error { return s.s.Send(m.(*discoveryv3.DiscoveryRequest)) }
+func (s sotwStream) recv() (proto.Message, error) {
+	return s.s.Recv()
+}
+
+type deltaStream struct {
+	s discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+}
+
+func (s deltaStream) send(m proto.Message) error {
+	return s.s.Send(m.(*discoveryv3.DeltaDiscoveryRequest))
+}
+func (s deltaStream) recv() (proto.Message, error) { return s.s.Recv() }
+
+// session runs one stream to server i until it fails. ok reports whether
+// the stream was established (so backoff can reset).
+func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := ch.servers[i]
+	client := discoveryv3.NewAggregatedDiscoveryServiceClient(ch.conns[i])
+	var st adsStream
+	if srv.Delta() {
+		s, err := client.DeltaAggregatedResources(sctx)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", srv.URI, err)
+		}
+		st = deltaStream{s}
+	} else {
+		s, err := client.StreamAggregatedResources(sctx)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", srv.URI, err)
+		}
+		st = sotwStream{s}
+	}
+	// Stream creation succeeds before the server answers; the first
+	// receive or a failed send tells whether it is really up. Treat it as
+	// up now and let the first error say otherwise.
+	ch.mu.Lock()
+	ch.connected = i
+	sameServer := ch.versionsFrom == i
+	ch.versionsFrom = i
+	for _, t := range ch.types {
+		t.requested = false
+		t.toSub, t.toUnsub = nil, nil
+		t.ack = nil
+		if !sameServer {
+			t.version, t.nonce = "", ""
+			t.declare = false
+		} else {
+			t.declare = true
+		}
+	}
+	back := make(chan struct{})
+	ch.switchBack = back
+	ch.mu.Unlock()
+	ch.c.channelState(ch, true)
+	if i > 0 {
+		go ch.watchPrimary(sctx, back)
+	}
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- ch.recvLoop(st, srv) }()
+	ch.signal()
+	for {
+		for _, req := range ch.requests(srv) {
+			if err := st.send(req); err != nil {
+				cancel()
+				<-recvErr
+				return true, fmt.Errorf("%s: %w", srv.URI, err)
+			}
+		}
+		select {
+		case <-ch.wake:
+		case err := <-recvErr:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return true, fmt.Errorf("%s: %w", srv.URI, err)
+			}
+			return true, err
+		case <-back:
+			cancel()
+			<-recvErr
+			return true, nil
+		case <-ctx.Done():
+			cancel()
+			<-recvErr
+			return true, ctx.Err()
+		}
+	}
+}
+
+// watchPrimary ends a session on a fallback server once the primary server
+// is reachable again, so the channel returns to it. It kicks the primary's
+// connection at least every backoff interval: after a failure a gRPC
+// connection may go idle and wait to be asked.
+func (ch *channel) watchPrimary(ctx context.Context, back chan struct{}) {
+	conn := ch.conns[0]
+	interval := ch.c.o.BackoffBase
+	for {
+		s := conn.GetState()
+		if s == connectivity.Ready {
+			close(back)
+			return
+		}
+		conn.Connect()
+		wctx, cancel := context.WithTimeout(ctx, interval)
+		conn.WaitForStateChange(wctx, s)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		interval = min(interval*2, ch.c.o.BackoffMax)
+	}
+}
+
+func (ch *channel) recvLoop(st adsStream, srv ServerConfig) error {
+	for {
+		m, err := st.recv()
+		if err != nil {
+			return err
+		}
+		switch r := m.(type) {
+		case *discoveryv3.DiscoveryResponse:
+			ch.handleSotW(r, srv)
+		case *discoveryv3.DeltaDiscoveryResponse:
+			ch.handleDelta(r, srv)
+		}
+		ch.signal()
+	}
+}
+
+// node returns the node to send on a stream's first request, with the
+// client features this client has.
+func (ch *channel) node() *corev3.Node {
+	n := &corev3.Node{}
+	if ch.c.b.Node != nil {
+		n = proto.Clone(ch.c.b.Node).(*corev3.Node)
+	}
+	n.ClientFeatures = append(n.ClientFeatures, "xds.config.resource-in-sotw", "xds.config.supports-resource-in-sotw")
+	return n
+}
+
+// requests builds what is due on the stream: the first request of each
+// type (all its subscriptions; delta with initial_resource_versions),
+// subscription changes, and ACKs/NACKs.
+func (ch *channel) requests(srv ServerConfig) []proto.Message {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	var out []proto.Message
+	urls := make([]string, 0, len(ch.types))
+	for u := range ch.types {
+		urls = append(urls, u)
+	}
+	sort.Slice(urls, func(i, j int) bool {
+		a, b := resource.ForURL(urls[i]), resource.ForURL(urls[j])
+		if a.Order != b.Order {
+			return a.Order < b.Order
+		}
+		return urls[i] < urls[j]
+	})
+	first := true
+	for _, u := range urls {
+		t := ch.types[u]
+		// (A nil *Request in a proto.Message would not be nil.)
+		var req proto.Message
+		if srv.Delta() {
+			if r := ch.deltaRequest(t); r != nil {
+				req = r
+			}
+		} else if r := ch.sotwRequest(t); r != nil {
+			req = r
+		}
+		if req == nil {
+			continue
+		}
+		if first && !ch.anyRequested() {
+			switch r := req.(type) {
+			case *discoveryv3.DiscoveryRequest:
+				r.Node = ch.node()
+			case *discoveryv3.DeltaDiscoveryRequest:
+				r.Node = ch.node()
+			}
+		}
+		first = false
+		out = append(out, req)
+		t.requested = true
+	}
+	return out
+}
+
+func (ch *channel) anyRequested() bool {
+	for _, t := range ch.types {
+		if t.requested {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedSubs(m map[subKey]*upSub) []*upSub {
+	out := make([]*upSub, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].name != out[j].name {
+			return out[i].name < out[j].name
+		}
+		return out[i].pkey < out[j].pkey
+	})
+	return out
+}
+
+// sotwRequest: every request carries the whole name list (§1.6); an ACK or
+// NACK carries the version and nonce it answers (§1.2, §1.3); a type with
+// nothing left is sent an empty list once (the unsubscribe gRPC clients
+// send, INTEROP.md).
+func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
+	changed := len(t.toSub)+len(t.toUnsub) > 0
+	if t.requested && !changed && t.ack == nil {
+		return nil
+	}
+	if !t.requested && len(t.subs) == 0 {
+		return nil
+	}
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: t.url, VersionInfo: t.version, ResponseNonce: t.nonce}
+	for _, s := range sortedSubs(t.subs) {
+		if s.tp2 {
+			req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
+		} else {
+			req.ResourceNames = append(req.ResourceNames, s.name)
+		}
+	}
+	if t.ack != nil {
+		req.VersionInfo, req.ResponseNonce = t.ack.version, t.ack.nonce
+		if t.ack.err != "" {
+			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: t.ack.err}
+		}
+	}
+	t.toSub, t.toUnsub, t.ack = nil, nil, nil
+	return req
+}
+
+// deltaRequest: on a new stream every subscription with what the client
+// holds in initial_resource_versions (§2.9); then the changes; ACK/NACK by
+// nonce (§2.1).
+func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
+	req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.url}
+	add := func(s *upSub) {
+		if s.tp2 {
+			req.ResourceLocatorsSubscribe = append(req.ResourceLocatorsSubscribe, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
+		} else {
+			req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, s.name)
+		}
+	}
+	if !t.requested {
+		if len(t.subs) == 0 {
+			return nil
+		}
+		for _, s := range sortedSubs(t.subs) {
+			add(s)
+		}
+		for n, vs := range t.held {
+			if !t.declare {
+				break
+			}
+			for _, v := range vs {
+				if req.InitialResourceVersions == nil {
+					req.InitialResourceVersions = map[string]string{}
+				}
+				req.InitialResourceVersions[n] = v
+				break
+			}
+		}
+	} else {
+		for _, s := range sortedSubs(t.toSub) {
+			add(s)
+		}
+		for _, s := range sortedSubs(t.toUnsub) {
+			if s.tp2 {
+				req.ResourceLocatorsUnsubscribe = append(req.ResourceLocatorsUnsubscribe, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
+			} else {
+				req.ResourceNamesUnsubscribe = append(req.ResourceNamesUnsubscribe, s.name)
+			}
+		}
+	}
+	if t.ack != nil {
+		req.ResponseNonce = t.ack.nonce
+		if t.ack.err != "" {
+			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: t.ack.err}
+		}
+	}
+	if t.requested && t.ack == nil && len(t.toSub)+len(t.toUnsub) == 0 {
+		return nil
+	}
+	t.toSub, t.toUnsub, t.ack = nil, nil, nil
+	return req
+}
+
+// paramsFor lists the parameter sets this channel subscribes a name with
+// (directly, or through a wildcard or glob covering it), for the TP2 check.
+func (t *upType) paramsFor(n string) (sets []constraint.Params, legacy bool) {
+	g, inGlob := db.InGlob(n)
+	for k, s := range t.subs {
+		if k.name == n || k.name == db.Wildcard || (inGlob && k.name == g) || t.url == resource.VirtualHostURL {
+			if !s.tp2 {
+				legacy = true
+				continue
+			}
+			sets = append(sets, s.params)
+		}
+	}
+	return sets, legacy
+}
+
+// handleSotW applies a SotW response: the valid resources go to the db, the
+// invalid ones are NACKed with the reason while their last good value
+// stays; a full-state type's missing resources are deleted (§1.7).
+func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig) {
+	ch.mu.Lock()
+	t := ch.types[r.TypeUrl]
+	if t == nil {
+		ch.mu.Unlock()
+		return
+	}
+	t.nonce = r.Nonce
+	ch.responses++
+	batch := ch.decodeSotW(t, r)
+	if len(batch.errs) == 0 {
+		t.version = r.VersionInfo
+		t.ack = &pendingAck{version: r.VersionInfo, nonce: r.Nonce}
+	} else {
+		t.ack = &pendingAck{version: t.version, nonce: r.Nonce, err: strings.Join(batch.errs, "; ")}
+		ch.nackCount++
+	}
+	up := ch.apply(t, batch, resource.ForURL(r.TypeUrl).FullState && !hasFeature(srv, "ignore_resource_deletion"))
+	ch.received += int64(len(batch.puts))
+	ch.mu.Unlock()
+	ch.c.applied(r.TypeUrl, up, batch)
+}
+
+func hasFeature(s ServerConfig, f string) bool {
+	for _, x := range s.ServerFeatures {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// handleDelta applies a delta response (§2).
+func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv ServerConfig) {
+	ch.mu.Lock()
+	t := ch.types[r.TypeUrl]
+	if t == nil {
+		ch.mu.Unlock()
+		return
+	}
+	ch.responses++
+	batch := ch.decodeDelta(t, r)
+	t.ack = &pendingAck{nonce: r.Nonce}
+	if len(batch.errs) > 0 {
+		t.ack.err = strings.Join(batch.errs, "; ")
+		ch.nackCount++
+	}
+	up := ch.apply(t, batch, false)
+	ch.received += int64(len(batch.puts))
+	ch.mu.Unlock()
+	ch.c.applied(r.TypeUrl, up, batch)
+}
+
+// apply records a decoded response as held and turns it into a db update.
+// With fullState, held resources the response left out are deleted.
+func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
+	var u db.Update
+	present := map[string]map[string]bool{}
+	for _, v := range b.puts {
+		ck := v.Constraints.Key()
+		if present[v.Name] == nil {
+			present[v.Name] = map[string]bool{}
+		}
+		present[v.Name][ck] = true
+		if t.held[v.Name] == nil {
+			t.held[v.Name] = map[string]string{}
+		}
+		t.held[v.Name][ck] = v.Version
+	}
+	u.Puts = b.puts
+	if fullState && len(b.errs) == 0 {
+		for n, cks := range t.held {
+			for ck := range cks {
+				if !present[n][ck] {
+					b.gone = append(b.gone, resource.Key{Type: t.url, Name: n, Constraints: ck})
+				}
+			}
+		}
+	}
+	for _, k := range b.gone {
+		if cks := t.held[k.Name]; cks != nil {
+			delete(cks, k.Constraints)
+			if len(cks) == 0 {
+				delete(t.held, k.Name)
+				// The last variant went: the resource is gone.
+				b.emptied = append(b.emptied, k.Name)
+			}
+		}
+		u.Deletes = append(u.Deletes, k)
+	}
+	for _, n := range b.removed {
+		for ck := range t.held[n] {
+			u.Deletes = append(u.Deletes, resource.Key{Type: t.url, Name: n, Constraints: ck})
+		}
+		delete(t.held, n)
+	}
+	return u
+}

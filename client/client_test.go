@@ -1,0 +1,185 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/resource"
+)
+
+var transports = []struct {
+	name string
+	sotw bool
+}{{"delta", false}, {"sotw", true}}
+
+// Watch delivers a resource and its changes; a second watcher of the same
+// resource gets the cached value at once without a new upstream response
+// or subscription; the last cancel unsubscribes on the wire.
+func TestWatchSharedAndCancelled(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			o := startOrigin(t)
+			o.apply(cluster("a", "one"))
+			c := newClient(t, bs{servers: []string{o.addr}, sotw: tr.sotw}.build(t), client.Options{})
+			r1 := newRecorder(t)
+			cancel1, err := c.Watch(resource.ClusterURL, "a", r1.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r1.expect(client.Updated, "a", `"one"`)
+			before := c.Stats()
+			r2 := newRecorder(t)
+			cancel2, err := c.Watch(resource.ClusterURL, "a", r2.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2.expect(client.Updated, "a", `"one"`)
+			if after := c.Stats(); after.Responses != before.Responses {
+				t.Errorf("second watcher cost a response: %+v → %+v", before, after)
+			}
+			if n := o.subscriptions("a"); n != 1 {
+				t.Errorf("%d upstream subscriptions to a, want 1", n)
+			}
+			o.apply(cluster("a", "two"))
+			r1.expect(client.Updated, "a", `"two"`)
+			r2.expect(client.Updated, "a", `"two"`)
+			cancel1()
+			barrier(t, c, o)
+			if n := o.subscriptions("a"); n != 1 {
+				t.Errorf("one watcher left, but %d upstream subscriptions", n)
+			}
+			cancel2()
+			barrier(t, c, o)
+			if n := o.subscriptions("a"); n != 0 {
+				t.Errorf("after the last cancel, %d upstream subscriptions", n)
+			}
+			r1.none()
+			r2.none()
+		})
+	}
+}
+
+// Removals and does-not-exist (PROTOCOL.md §1.8, §2.5): delta says so
+// at once; SotW LDS/CDS by leaving the resource out; otherwise the timeout.
+func TestRemovalAndDoesNotExist(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			o := startOrigin(t)
+			o.apply(cluster("a", "one"))
+			c := newClient(t, bs{servers: []string{o.addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 300 * time.Millisecond})
+			ra, rn := newRecorder(t), newRecorder(t)
+			c.Watch(resource.ClusterURL, "a", ra.handle)
+			c.Watch(resource.RouteURL, "no-such-route", rn.handle)
+			ra.expect(client.Updated, "a", "one")
+			rn.expect(client.DoesNotExist, "no-such-route", "")
+			o.remove("cds", "a")
+			ra.expect(client.Removed, "a", "")
+			o.apply(cluster("a", "back"))
+			ra.expect(client.Updated, "a", "back")
+		})
+	}
+}
+
+// A resource the application rejects is NACKed with the reason, the NACK
+// shows in the server's /v1/clients, and the last good value stays.
+func TestNackKeepsLastGoodValue(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			o := startOrigin(t)
+			o.apply(cluster("a", "good"))
+			reject := func(v *resource.Variant, m proto.Message) error {
+				if c, ok := m.(*clusterv3.Cluster); ok && c.AltStatName == "bad" {
+					return errors.New("alt_stat_name bad is not allowed here")
+				}
+				return nil
+			}
+			c := newClient(t, bs{servers: []string{o.addr}, sotw: tr.sotw}.build(t), client.Options{Validate: reject})
+			r := newRecorder(t)
+			c.Watch(resource.ClusterURL, "a", r.handle)
+			r.expect(client.Updated, "a", "good")
+			o.apply(cluster("a", "bad"))
+			e := r.expect(client.Errored, "a", "alt_stat_name bad is not allowed here")
+			if e.Variant == nil || e.Variant.Version != "1" {
+				t.Fatalf("last good value not kept: %s", describe(e))
+			}
+			barrier(t, c, o)
+			var nack string
+			for _, cl := range o.srv.Clients() {
+				for _, ty := range cl.Types {
+					if ty.LastNack != nil {
+						nack = ty.LastNack.Error
+					}
+				}
+			}
+			if nack != "a: rejected: alt_stat_name bad is not allowed here" {
+				t.Fatalf("server saw NACK %q", nack)
+			}
+			if c.Stats().NACKs != 1 {
+				t.Errorf("stats %+v", c.Stats())
+			}
+			o.apply(cluster("a", "fixed"))
+			r.expect(client.Updated, "a", "fixed")
+		})
+	}
+}
+
+// TP2 (PROTOCOL.md §4): subscriptions carry the authority's (or the
+// top-level) dynamic parameters as resource locators, and each watcher gets
+// the variant that matches them.
+func TestDynamicParameters(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			o := startOrigin(t)
+			for _, v := range []struct{ cons, tag string }{{"env=prod", "legacy-prod"}, {"env=test", "legacy-test"}} {
+				o.apply(fmt.Sprintf("name: r\nconstraints: %s\nresource:\n%s", v.cons, indent(cluster("r", v.tag))))
+			}
+			x := "xdstp://auth/envoy.config.cluster.v3.Cluster/r"
+			for _, v := range []struct{ cons, tag string }{{"zone=a", "zone-a"}, {"zone=b", "zone-b"}} {
+				o.apply(fmt.Sprintf("name: %s\nconstraints: %s\nresource:\n%s", x, v.cons, indent(cluster(x, v.tag))))
+			}
+			b := bs{servers: []string{o.addr}, sotw: tr.sotw, params: map[string]string{"env": "test"},
+				authorities: map[string][]string{"auth": nil}, authParams: map[string]map[string]string{"auth": {"zone": "b"}}}.build(t)
+			c := newClient(t, b, client.Options{})
+			r := newRecorder(t)
+			c.Watch(resource.ClusterURL, "r", r.handle)
+			e := r.expect(client.Updated, "r", "legacy-test")
+			if e.Variant.Constraints.String() != "env=test" {
+				t.Errorf("variant constraints %q", e.Variant.Constraints)
+			}
+			rx := newRecorder(t)
+			c.Watch(resource.ClusterURL, x, rx.handle)
+			rx.expect(client.Updated, x, "zone-b")
+		})
+	}
+}
+
+// Typed helpers decode the resource.
+func TestWatchTyped(t *testing.T) {
+	o := startOrigin(t)
+	o.apply(cluster("a", "typed"))
+	c := newClient(t, bs{servers: []string{o.addr}}.build(t), client.Options{})
+	got := make(chan *clusterv3.Cluster, 1)
+	cancel, err := c.WatchCluster("a", func(e client.TypedEvent[*clusterv3.Cluster]) {
+		if e.Kind == client.Updated {
+			got <- e.Resource
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	select {
+	case cl := <-got:
+		if cl.AltStatName != "typed" {
+			t.Fatalf("got %v", cl)
+		}
+	case <-time.After(wait):
+		t.Fatal("no typed event")
+	}
+}

@@ -1,0 +1,81 @@
+package client
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// TypedEvent is an Event with its resource decoded.
+type TypedEvent[M proto.Message] struct {
+	Event
+	// Resource is the decoded resource (Updated; Errored when a last good
+	// value exists), or the zero value.
+	Resource M
+}
+
+// WatchTyped watches a resource whose type is given by the message type M
+// (which must be a registered xDS resource type, e.g. *clusterv3.Cluster).
+// A resource that cannot be decoded as M is reported as Errored.
+func WatchTyped[M proto.Message](c *Client, n string, h func(TypedEvent[M])) (cancel func(), err error) {
+	var zero M
+	t, err := resource.Lookup(string(zero.ProtoReflect().Descriptor().FullName()))
+	if err != nil {
+		return nil, err
+	}
+	return c.Watch(t.URL, n, func(e Event) {
+		te := TypedEvent[M]{Event: e}
+		if e.Variant != nil && !e.Variant.IsRedirect() {
+			m, err := e.Variant.Message()
+			typed, ok := m.(M)
+			switch {
+			case err != nil:
+				te.Kind, te.Err = Errored, err
+			case !ok:
+				te.Kind, te.Err = Errored, fmt.Errorf("%s is a %T", e.Variant.Name, m)
+			default:
+				te.Resource = typed
+			}
+		}
+		h(te)
+	})
+}
+
+// WatchListener watches a Listener (LDS).
+func (c *Client) WatchListener(n string, h func(TypedEvent[*listenerv3.Listener])) (func(), error) {
+	return WatchTyped(c, n, h)
+}
+
+// WatchRouteConfig watches a RouteConfiguration (RDS).
+func (c *Client) WatchRouteConfig(n string, h func(TypedEvent[*routev3.RouteConfiguration])) (func(), error) {
+	return WatchTyped(c, n, h)
+}
+
+// WatchCluster watches a Cluster (CDS).
+func (c *Client) WatchCluster(n string, h func(TypedEvent[*clusterv3.Cluster])) (func(), error) {
+	return WatchTyped(c, n, h)
+}
+
+// WatchEndpoints watches a ClusterLoadAssignment (EDS).
+func (c *Client) WatchEndpoints(n string, h func(TypedEvent[*endpointv3.ClusterLoadAssignment])) (func(), error) {
+	return WatchTyped(c, n, h)
+}
+
+// WatchSecret watches a Secret (SDS).
+func (c *Client) WatchSecret(n string, h func(TypedEvent[*tlsv3.Secret])) (func(), error) {
+	return WatchTyped(c, n, h)
+}
+
+// VirtualHost watches the virtual host that serves host in a route
+// configuration, by on-demand VHDS (delta): the server resolves
+// "<routeConfig>/<host>" by domain; DoesNotExist when none matches.
+func (c *Client) VirtualHost(routeConfig, host string, h func(TypedEvent[*routev3.VirtualHost])) (func(), error) {
+	return WatchTyped(c, routeConfig+"/"+host, h)
+}

@@ -1,0 +1,604 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/name"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// EventKind says what happened to a watched resource.
+type EventKind int
+
+// The kinds of events.
+const (
+	// Updated: the resource arrived or changed.
+	Updated EventKind = iota + 1
+	// Removed: the server deleted a resource the watcher had.
+	Removed
+	// DoesNotExist: the server says the resource does not exist, or it did
+	// not come within Options.DoesNotExistTimeout.
+	DoesNotExist
+	// Errored: the resource was rejected (and NACKed), or cannot be fetched;
+	// Variant holds the last good value, if any.
+	Errored
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Updated:
+		return "updated"
+	case Removed:
+		return "removed"
+	case DoesNotExist:
+		return "does-not-exist"
+	case Errored:
+		return "error"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is what a watcher is told.
+type Event struct {
+	Kind EventKind
+	// Type is the type URL watched.
+	Type string
+	// Name is the name watched; for a glob or wildcard watch, the member.
+	Name string
+	// Variant is the resource (Updated), or the last good one (Errored).
+	Variant *resource.Variant
+	// Err says why (Errored).
+	Err error
+	// Via lists the names followed to reach Variant: TP1 redirects, or the
+	// #alt= URL while the primary authority is unreachable.
+	Via []string
+}
+
+// Message decodes the event's resource.
+func (e Event) Message() (proto.Message, error) {
+	if e.Variant == nil {
+		return nil, errors.New("no resource")
+	}
+	return e.Variant.Message()
+}
+
+// Handler receives a watcher's events. Handlers are called one at a time, in
+// order, on the client's delivery goroutine; they must not block for long.
+type Handler func(Event)
+
+type watchKind int
+
+const (
+	kindNamed watchKind = iota
+	kindGlob
+	kindWildcard
+	kindVHDS
+)
+
+type watcher struct {
+	c      *Client
+	id     uint64
+	typ    string
+	name   string // canonical: a URN, a glob URL, "*", or a VHDS "<rc>/<host>"
+	kind   watchKind
+	params constraint.Params // nil: no dynamic parameters configured
+	entry  string            // #entry=: deliver this inline entry of the collection
+	alt    string            // #alt=: the fallback URN
+	h      Handler
+	sub    *db.Subscriber
+
+	cancelled atomic.Bool
+
+	// Delivery state, used only on the delivery goroutine.
+	subscribed map[string]bool
+	last       *resource.Variant
+	lastErr    string
+	toldAbsent bool
+	members    map[string]*resource.Variant
+	usingAlt   bool
+}
+
+// Watch subscribes to a resource of any type and calls h with every change.
+// name may be a legacy name, an xdstp:// URN, a glob collection URL
+// (".../*", delta only), "*" (every resource of the type), a VHDS
+// "<route config>/<host>", and may carry #alt= (fetched while the name's
+// authority is unreachable) and, on a list collection, #entry= (deliver that
+// inline entry). A watcher is told the cached value at once if there is
+// one. cancel stops the watch; the last watcher of a resource unsubscribes
+// it upstream.
+func (c *Client) Watch(typeURL, n string, h Handler) (cancel func(), err error) {
+	w := &watcher{c: c, typ: typeURL, h: h, subscribed: map[string]bool{}}
+	w.sub = db.NewSubscriber(func() { c.scheduleWatcher(w) })
+	authority, legacy := "", true
+	switch {
+	case n == db.Wildcard:
+		w.name, w.kind = n, kindWildcard
+	default:
+		u, err := name.Parse(n)
+		if err != nil {
+			return nil, err
+		}
+		if u.IsXDSTP() {
+			authority, legacy = u.Authority, false
+			if u.Type != resource.ForURL(typeURL).Name {
+				return nil, fmt.Errorf("%s names a %s, not a %s", n, u.Type, resource.ForURL(typeURL).Name)
+			}
+			if u.Alt != nil {
+				w.alt = u.Alt.URN().String()
+			}
+			w.entry = u.Entry
+			w.name = u.URN().String()
+			if u.Glob {
+				w.kind = kindGlob
+			}
+		} else {
+			w.name = n
+		}
+		if w.kind == kindNamed && typeURL == resource.VirtualHostURL && strings.Contains(w.name, "/") {
+			w.kind = kindVHDS
+		}
+	}
+	if params, configured := c.b.ParamsFor(authority, legacy); configured {
+		w.params = constraint.Params(params)
+	}
+	ch, err := c.route(w.name)
+	if err != nil {
+		return nil, err
+	}
+	if (w.kind == kindGlob || w.kind == kindVHDS) && !ch.servers[0].Delta() {
+		return nil, fmt.Errorf("%s: glob collections and on-demand VHDS need a delta server", n)
+	}
+	c.mu.Lock()
+	c.nextID++
+	w.id = c.nextID
+	c.mu.Unlock()
+	w.follow(w.name)
+	if w.alt != "" {
+		time.AfterFunc(c.o.AltTimeout+10*time.Millisecond, func() { c.scheduleWatcher(w) })
+	}
+	c.scheduleWatcher(w)
+	return w.cancel, nil
+}
+
+// follow subscribes the watcher to a name (the watched one, a redirect
+// target, the alt URL) and files it under that name for status changes.
+func (w *watcher) follow(n string) {
+	if w.subscribed[n] {
+		return
+	}
+	w.subscribed[n] = true
+	k := [2]string{w.typ, n}
+	w.c.mu.Lock()
+	if w.c.watchers[k] == nil {
+		w.c.watchers[k] = map[*watcher]struct{}{}
+	}
+	w.c.watchers[k][w] = struct{}{}
+	w.c.mu.Unlock()
+	w.c.db.Subscribe(w.sub, w.typ, n, w.params)
+}
+
+func (w *watcher) unfollow(n string) {
+	if !w.subscribed[n] {
+		return
+	}
+	delete(w.subscribed, n)
+	k := [2]string{w.typ, n}
+	w.c.mu.Lock()
+	delete(w.c.watchers[k], w)
+	if len(w.c.watchers[k]) == 0 {
+		delete(w.c.watchers, k)
+	}
+	w.c.mu.Unlock()
+	w.c.db.Unsubscribe(w.sub, w.typ, n, w.params)
+}
+
+func (w *watcher) cancel() {
+	if w.cancelled.Swap(true) {
+		return
+	}
+	w.c.mu.Lock()
+	for k, ws := range w.c.watchers {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(w.c.watchers, k)
+		}
+	}
+	w.c.mu.Unlock()
+	w.c.db.UnsubscribeAll(w.sub)
+}
+
+func (w *watcher) emit(e Event) {
+	if w.cancelled.Load() {
+		return
+	}
+	e.Type = w.typ
+	if e.Name == "" {
+		e.Name = w.name
+	}
+	w.h(e)
+}
+
+// pick chooses the variant for this watcher among a resource's variants:
+// the one its parameters match. A watcher without dynamic parameters gets
+// whatever the server chose for it (by node metadata, DESIGN.md §4.5): the
+// one variant held.
+func (w *watcher) pick(vs []*resource.Variant) *resource.Variant {
+	if w.params != nil {
+		for _, v := range vs {
+			if v.Constraints.Match(w.params) {
+				return v
+			}
+		}
+		return nil
+	}
+	for _, v := range vs {
+		if v.Constraints.Match(nil) {
+			return v
+		}
+	}
+	if len(vs) > 0 {
+		return vs[0]
+	}
+	return nil
+}
+
+func (w *watcher) read(n string) *resource.Variant {
+	var v *resource.Variant
+	w.c.db.Read(func(r *db.Reader) {
+		v = w.pick(r.Variants(w.typ, n))
+		if v != nil || w.kind != kindVHDS {
+			return
+		}
+		// On-demand VHDS: the server answered the requested name with the
+		// virtual host it resolved to; or another request cached one whose
+		// domains match.
+		if st := w.c.statusOf([2]string{w.typ, n}); st.alias != "" {
+			v = w.pick(r.Variants(w.typ, st.alias))
+			return
+		}
+		v = r.ResolveVirtualHost(n, w.params)
+	})
+	return v
+}
+
+func (w *watcher) deliver() {
+	if w.cancelled.Load() {
+		return
+	}
+	if w.kind == kindGlob || w.kind == kindWildcard {
+		w.deliverMembers()
+		return
+	}
+	target := w.name
+	var via []string
+	if w.alt != "" {
+		target, via = w.chooseAlt()
+	}
+	// Follow redirects (TP1), a bounded chain without loops.
+	cur := target
+	chain := map[string]bool{target: true}
+	var v *resource.Variant
+	var ferr error
+	for {
+		v = w.read(cur)
+		if v == nil || !v.IsRedirect() {
+			break
+		}
+		next, err := redirectTarget(v)
+		switch {
+		case err != nil:
+			ferr = fmt.Errorf("redirect at %s: %v", cur, err)
+		case chain[next]:
+			ferr = fmt.Errorf("redirect loop at %s", next)
+		case len(chain) > w.c.o.MaxRedirects:
+			ferr = fmt.Errorf("more than %d redirects", w.c.o.MaxRedirects)
+		}
+		if ferr != nil {
+			v = nil
+			break
+		}
+		chain[next] = true
+		via = append(via, next)
+		w.follow(next)
+		cur = next
+	}
+	// Let go of redirect targets no longer on the path.
+	for n := range w.subscribed {
+		if !chain[n] && n != w.name && n != w.alt {
+			w.unfollow(n)
+		}
+	}
+	if ferr != nil {
+		if ferr.Error() != w.lastErr {
+			w.lastErr = ferr.Error()
+			w.emit(Event{Kind: Errored, Err: ferr, Variant: w.last, Via: via})
+		}
+		return
+	}
+	if v != nil && w.entry != "" {
+		var err error
+		if v, err = inlineEntry(v, w.entry); err != nil {
+			w.emit(Event{Kind: Errored, Err: err, Variant: w.last, Via: via})
+			return
+		}
+	}
+	st := w.c.statusOf([2]string{w.typ, cur})
+	switch {
+	case v != nil:
+		if !sameVariant(v, w.last) {
+			w.last, w.toldAbsent = v, false
+			w.emit(Event{Kind: Updated, Variant: v, Via: via})
+		}
+	case st.absent:
+		if w.last != nil {
+			w.last = nil
+			w.toldAbsent = true
+			w.emit(Event{Kind: Removed, Via: via})
+		} else if !w.toldAbsent {
+			w.toldAbsent = true
+			w.emit(Event{Kind: DoesNotExist, Via: via})
+		}
+	}
+	if st.err != w.lastErr {
+		w.lastErr = st.err
+		if st.err != "" {
+			w.emit(Event{Kind: Errored, Err: errors.New(st.err), Variant: w.last, Via: via})
+		}
+	}
+}
+
+// sameVariant: an entry built from a collection is made anew each time, so
+// compare content, not pointers.
+func sameVariant(a, b *resource.Variant) bool {
+	if a == b {
+		return true
+	}
+	return a != nil && b != nil && a.Name == b.Name && a.Version == b.Version && a.SameContent(b)
+}
+
+// chooseAlt decides between a name and its #alt= fallback: the alt is
+// fetched once the primary authority has been unreachable for AltTimeout,
+// and dropped once the primary is back and has answered.
+func (w *watcher) chooseAlt() (string, []string) {
+	up, down := w.c.authorityUp(w.name)
+	primary := w.c.statusOf([2]string{w.typ, w.name})
+	switch {
+	case !w.usingAlt && !up && down >= w.c.o.AltTimeout:
+		w.usingAlt = true
+		w.follow(w.alt)
+	case w.usingAlt && up && (primary.got || primary.absent):
+		w.usingAlt = false
+		w.unfollow(w.alt)
+	}
+	if w.usingAlt {
+		return w.alt, []string{w.alt}
+	}
+	return w.name, nil
+}
+
+// deliverMembers tells a glob or wildcard watcher of members as they come
+// and go; an empty glob is told DoesNotExist.
+func (w *watcher) deliverMembers() {
+	cur := map[string]*resource.Variant{}
+	var order []string
+	w.c.db.Read(func(r *db.Reader) {
+		var names []string
+		if w.kind == kindGlob {
+			names = r.GlobNames(w.typ, w.name)
+		} else {
+			names = r.Names(w.typ)
+		}
+		for _, n := range names {
+			if v := w.pick(r.Variants(w.typ, n)); v != nil {
+				cur[n] = v
+				order = append(order, n)
+			}
+		}
+	})
+	if w.members == nil {
+		w.members = map[string]*resource.Variant{}
+	}
+	for _, n := range order {
+		if v := cur[n]; v != w.members[n] {
+			w.members[n] = v
+			w.emit(Event{Kind: Updated, Name: n, Variant: v})
+		}
+	}
+	var gone []string
+	for n := range w.members {
+		if cur[n] == nil {
+			gone = append(gone, n)
+		}
+	}
+	sort.Strings(gone)
+	for _, n := range gone {
+		delete(w.members, n)
+		w.emit(Event{Kind: Removed, Name: n})
+	}
+	st := w.c.statusOf([2]string{w.typ, w.name})
+	if len(cur) == 0 && st.absent && !w.toldAbsent {
+		w.toldAbsent = true
+		w.emit(Event{Kind: DoesNotExist})
+	}
+	if len(cur) > 0 {
+		w.toldAbsent = false
+	}
+	if st.err != w.lastErr {
+		w.lastErr = st.err
+		if st.err != "" {
+			w.emit(Event{Kind: Errored, Err: errors.New(st.err)})
+		}
+	}
+}
+
+// inlineEntry resolves #entry= against a list collection: the inline entry
+// of that name, as a variant of the collection's element type.
+func inlineEntry(coll *resource.Variant, entry string) (*resource.Variant, error) {
+	elem := coll.Type.Element
+	if elem == nil {
+		return nil, fmt.Errorf("#entry=%s on %s, which is not a list collection", entry, coll.Type.Name)
+	}
+	entries, err := resource.CollectionEntries(coll.Body())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", coll.Name, err)
+	}
+	for _, e := range entries {
+		ie := e.GetInlineEntry()
+		if ie == nil || ie.GetName() != entry {
+			continue
+		}
+		a := ie.GetResource()
+		if a.GetTypeUrl() != elem.URL {
+			return nil, fmt.Errorf("%s#entry=%s holds a %s", coll.Name, entry, a.GetTypeUrl())
+		}
+		version := ie.GetVersion()
+		if version == "" {
+			version = coll.Version
+		}
+		return resource.NewVariant(elem, coll.Name+"#entry="+entry, coll.Constraints, version, a.GetTypeUrl(), a.GetValue()), nil
+	}
+	return nil, fmt.Errorf("%s has no inline entry %q", coll.Name, entry)
+}
+
+// CollectionMember is one member of a list collection: an inline entry, or
+// a resource a locator entry points at.
+type CollectionMember struct {
+	Name    string // the entry's name (inline) or the locator's URN
+	Variant *resource.Variant
+	Inline  bool
+}
+
+// WatchCollection watches a TP1 list collection and calls h with its whole
+// membership whenever it or any member changes: inline entries are taken as
+// they are, locator entries are watched. Members not (yet) fetched are
+// left out; errors go to onErr when it is set.
+func (c *Client) WatchCollection(typeURL, collection string, h func([]CollectionMember), onErr func(error)) (cancel func(), err error) {
+	coll := resource.ForURL(typeURL)
+	if coll.Element == nil {
+		return nil, fmt.Errorf("%s is not a list collection type", coll.Name)
+	}
+	lc := &listCollection{c: c, elem: coll.Element, h: h, onErr: onErr, members: map[string]func(){}, values: map[string]*resource.Variant{}}
+	cancelColl, err := c.Watch(typeURL, collection, lc.onCollection)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		cancelColl()
+		lc.mu.Lock()
+		for _, cf := range lc.members {
+			cf()
+		}
+		lc.members = nil
+		lc.mu.Unlock()
+	}, nil
+}
+
+type listCollection struct {
+	c     *Client
+	elem  *resource.Type
+	h     func([]CollectionMember)
+	onErr func(error)
+	// Handlers run on the delivery goroutine; mu guards members against a
+	// cancel from elsewhere.
+	mu      sync.Mutex
+	coll    *resource.Variant
+	members map[string]func() // locator URN → cancel
+	values  map[string]*resource.Variant
+}
+
+func (lc *listCollection) onCollection(e Event) {
+	switch e.Kind {
+	case Errored:
+		if lc.onErr != nil {
+			lc.onErr(e.Err)
+		}
+		return
+	case Removed, DoesNotExist:
+		lc.coll = nil
+	case Updated:
+		lc.coll = e.Variant
+	}
+	want := map[string]bool{}
+	if lc.coll != nil {
+		entries, err := resource.CollectionEntries(lc.coll.Body())
+		if err != nil && lc.onErr != nil {
+			lc.onErr(err)
+		}
+		for _, en := range entries {
+			if l := en.GetLocator(); l != nil {
+				if n, err := name.FromLocator(l); err == nil {
+					want[n.URN().String()] = true
+				}
+			}
+		}
+	}
+	lc.mu.Lock()
+	for n, cf := range lc.members {
+		if !want[n] {
+			cf()
+			delete(lc.members, n)
+			delete(lc.values, n)
+		}
+	}
+	for n := range want {
+		if _, ok := lc.members[n]; ok {
+			continue
+		}
+		n := n
+		cf, err := lc.c.Watch(lc.elem.URL, n, func(e Event) {
+			switch e.Kind {
+			case Updated:
+				lc.values[n] = e.Variant
+			case Removed, DoesNotExist:
+				delete(lc.values, n)
+			case Errored:
+				if lc.onErr != nil {
+					lc.onErr(e.Err)
+				}
+			}
+			lc.report()
+		})
+		if err != nil {
+			if lc.onErr != nil {
+				lc.onErr(err)
+			}
+			continue
+		}
+		lc.members[n] = cf
+	}
+	lc.mu.Unlock()
+	lc.report()
+}
+
+func (lc *listCollection) report() {
+	var out []CollectionMember
+	if lc.coll != nil {
+		entries, _ := resource.CollectionEntries(lc.coll.Body())
+		for _, en := range entries {
+			if ie := en.GetInlineEntry(); ie != nil {
+				a := ie.GetResource()
+				v := resource.NewVariant(lc.elem, ie.GetName(), constraint.Constraints{}, ie.GetVersion(), a.GetTypeUrl(), a.GetValue())
+				out = append(out, CollectionMember{Name: ie.GetName(), Variant: v, Inline: true})
+				continue
+			}
+			if l := en.GetLocator(); l != nil {
+				if n, err := name.FromLocator(l); err == nil {
+					if v := lc.values[n.URN().String()]; v != nil {
+						out = append(out, CollectionMember{Name: n.URN().String(), Variant: v})
+					}
+				}
+			}
+		}
+	}
+	lc.h(out)
+}
