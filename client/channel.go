@@ -672,6 +672,15 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 				}
 			}
 		}
+		// A full-state response is the whole truth: a subscribed name it
+		// leaves out does not exist (PROTOCOL.md §1.7).
+		seen := map[string]bool{}
+		for k := range t.subs {
+			if k.name != db.Wildcard && present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] {
+				seen[k.name] = true
+				b.removed = append(b.removed, k.name)
+			}
+		}
 	}
 	for _, k := range b.gone {
 		if cks := t.held[k.Name]; cks != nil {

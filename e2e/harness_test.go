@@ -66,8 +66,15 @@ var servingRE = regexp.MustCompile(`msg="xdsd serving" xds=(\S+) admin=(\S+)`)
 // given extra flags, and waits until it has loaded its store.
 func startXdsd(t *testing.T, args ...string) *proc {
 	t.Helper()
-	args = append([]string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--store", "bolt:" + filepath.Join(t.TempDir(), "xdsd.db")}, args...)
+	return startXdsdAt(t, filepath.Join(t.TempDir(), "xdsd.db"), "127.0.0.1:0", args...)
+}
+
+// startXdsdAt runs `xdsd serve` with a given store file and xDS address, so
+// that a stopped server can be started again as the same server.
+func startXdsdAt(t *testing.T, storePath, xdsAddr string, args ...string) *proc {
+	t.Helper()
+	args = append([]string{"serve", "--xds-addr", xdsAddr, "--admin-addr", "127.0.0.1:0",
+		"--store", "bolt:" + storePath}, args...)
 	cmd := exec.Command(xdsdBin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -78,8 +85,7 @@ func startXdsd(t *testing.T, args ...string) *proc {
 	}
 	p := &proc{cmd: cmd, logs: &strings.Builder{}}
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		p.stop()
 		if t.Failed() {
 			t.Logf("xdsd %v log:\n%s", args, p.logs)
 		}
@@ -106,6 +112,32 @@ func startXdsd(t *testing.T, args ...string) *proc {
 		t.Fatalf("xdsd did not start:\n%s", p.logs)
 	}
 	return p
+}
+
+// stop interrupts the server and waits for it to exit.
+func (p *proc) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	p.cmd.Wait()
+}
+
+// runXdsd runs an xdsd command to completion and returns its exit status
+// and output.
+func runXdsd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(xdsdBin, args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
 }
 
 // apply posts YAML to the server as one batch.
@@ -265,4 +297,17 @@ func withPorts(t *testing.T, dir string, ports map[int]int) string {
 		docs = append(docs, s)
 	}
 	return strings.Join(docs, "\n---\n")
+}
+
+func httpDelete(url string) (int, error) {
+	req, err := http.NewRequest(http.MethodDelete, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

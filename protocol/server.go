@@ -18,6 +18,8 @@ import (
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/db"
 	"github.com/xdsd/xdsd/resource"
@@ -50,6 +52,7 @@ type Server struct {
 	ids     atomic.Uint64
 	mu      sync.Mutex
 	streams map[uint64]*stream
+	closed  bool
 }
 
 // NewServer returns a server of d's contents.
@@ -119,8 +122,9 @@ func (s *Server) Register(g *grpc.Server) {
 // Serve runs one stream: delta or SotW, for one type (a per-type service)
 // or any (ADS, typeURL ""). It returns when the stream ends.
 func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
-	ctx := ss.Context()
-	st := &stream{
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	st := &stream{cancel: cancel,
 		srv: s, ss: ss, delta: delta, fixedType: typeURL,
 		id: s.ids.Add(1), addr: peerAddr(ctx), started: time.Now(),
 		wake: make(chan struct{}, 1), types: map[string]*typeState{},
@@ -128,6 +132,10 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	}
 	st.sub = db.NewSubscriber(st.signal)
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "server shutting down")
+	}
 	s.streams[st.id] = st
 	s.mu.Unlock()
 	s.metrics.streams.WithLabelValues(st.kind()).Inc()
@@ -139,10 +147,29 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		s.metrics.streams.WithLabelValues(st.kind()).Dec()
 	}()
 	err := st.run(ctx)
-	if err != nil && ctx.Err() == nil {
+	if ctx.Err() != nil && ss.Context().Err() == nil {
+		return status.Error(codes.Unavailable, "server shutting down")
+	}
+	if err != nil {
 		s.log.Debug("stream ended", "stream", st.id, "error", err)
 	}
 	return err
+}
+
+// Close ends every stream with UNAVAILABLE, so clients reconnect (to
+// another server) at once, and refuses new ones. A gRPC server's graceful
+// stop would otherwise wait for xDS streams, which never end on their own.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.cancel()
+	}
 }
 
 // limiter is a token bucket bounding a stream's request rate. A client over

@@ -32,6 +32,7 @@ var wrapFeatures = []string{"xds.config.supports-resource-in-sotw", "xds.config.
 type stream struct {
 	srv       *Server
 	ss        grpc.ServerStream
+	cancel    context.CancelFunc
 	delta     bool
 	fixedType string // a per-type service's type; "" for ADS
 	id        uint64

@@ -50,6 +50,9 @@ func New(st store.Store, o Options) *Server {
 // Register registers every xDS service on g.
 func (s *Server) Register(g *grpc.Server) { s.proto.Register(g) }
 
+// Close ends every downstream stream (see protocol.Server.Close).
+func (s *Server) Close() { s.proto.Close() }
+
 // DB is the server's subscription database.
 func (s *Server) DB() *db.DB { return s.db }
 

@@ -4,6 +4,8 @@
 //	xdsd apply    apply resource files to a running server, as one batch
 //	xdsd delete   delete a resource, or one of its variants
 //	xdsd validate check resource files offline
+//	xdsd get      print what a client with given dynamic parameters gets
+//	xdsd watch    print every update such a client gets, until interrupted
 //
 // Exit status: 0 on success, 1 on a runtime failure or invalid input, 2 on
 // bad usage. It is the one binary; nothing imports it.

@@ -27,6 +27,8 @@ func commands() []command {
 		{"apply", "apply resource files to a running server, as one atomic batch", runApply},
 		{"delete", "delete a resource, or one variant of it, from a running server", runDelete},
 		{"validate", "check resource files offline; nothing is stored", runValidate},
+		{"get", "print what a client with given parameters gets from a server", runGet},
+		{"watch", "print every update a client with given parameters gets, until interrupted", runWatch},
 	}
 }
 

@@ -199,3 +199,12 @@ func TestServeWatchDir(t *testing.T) {
 		t.Fatalf("watched dir not applied at start: %+v", l)
 	}
 }
+
+func httpPost(url, body string) (int, error) {
+	resp, err := http.Post(url, "application/yaml", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

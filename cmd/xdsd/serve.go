@@ -167,7 +167,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		hs.Shutdown(sctx)
 		scancel()
 	}
-	// Streams never end on their own, so a graceful stop gets a deadline.
+	// xDS streams never end on their own: end them (clients reconnect at
+	// once), then stop gracefully, with a deadline for anything else.
+	srv.Close()
 	done := make(chan struct{})
 	go func() { g.GracefulStop(); close(done) }()
 	select {

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+func TestGet(t *testing.T) {
+	xds, adm := startServe(t)
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", "../../examples"); code != 0 {
+		t.Fatal(errOut)
+	}
+	for _, delta := range []string{"--delta=false", "--delta"} {
+		code, out, errOut := runCmd(t, "get", "--server", xds, delta, "--param", "env=prod", "-o", "json", "rds", "tp2", "quickstart")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", delta, code, errOut)
+		}
+		var rs []Result
+		if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 2 {
+			t.Fatalf("%s: %v\n%s", delta, err, out)
+		}
+		if rs[0].Name != "tp2" || rs[0].Constraints != "env=prod && version!=v1" || rs[0].Version != "1" || rs[1].Name != "quickstart" || rs[1].Constraints != "" {
+			t.Errorf("%s: %+v", delta, rs)
+		}
+	}
+	// A name that does not exist is shown as such, with exit status 1.
+	code, out, _ := runCmd(t, "get", "--server", xds, "--timeout", "200ms", "cds", "quickstart", "nope")
+	if code != 1 || !strings.Contains(out, "status: does-not-exist") || !strings.Contains(out, "name: quickstart") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	// A glob, over delta.
+	code, out, errOut := runCmd(t, "get", "--server", xds, "lds", "xdstp://quickstart.xdsd/envoy.config.listener.v3.Listener/*")
+	if code != 0 || !strings.Contains(out, "xdstp://quickstart.xdsd/envoy.config.listener.v3.Listener/quickstart") {
+		t.Errorf("glob: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"get", "cds"}, {"get", "-o", "xml", "cds", "a"}, {"get", "--param", "novalue", "cds", "a"}, {"watch", "nosuchtype", "a"}} {
+		if code, _, _ := runCmd(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// watch prints every update and removal with a timestamp until
+// interrupted.
+func TestWatch(t *testing.T) {
+	xds, adm := startServe(t)
+	apply := func(doc string) {
+		t.Helper()
+		resp, err := httpPost("http://"+adm+"/v1/apply", doc)
+		if err != nil || resp != 200 {
+			t.Fatalf("apply: %d %v", resp, err)
+		}
+	}
+	apply(cl + "name: w\nalt_stat_name: one\n")
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	typ, _ := resource.Lookup("cds")
+	go func() {
+		done <- watch(ctx, &getFlags{server: xds, output: "json", params: paramFlags{}, timeout: 5 * time.Second}, typ, []string{"w"}, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	next := func() Result {
+		t.Helper()
+		got := make(chan Result, 1)
+		go func() {
+			var r Result
+			if lines.Scan() {
+				json.Unmarshal(lines.Bytes(), &r)
+			}
+			got <- r
+		}()
+		select {
+		case r := <-got:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no output")
+		}
+		return Result{}
+	}
+	r := next()
+	if r.Event != "updated" || r.Time == "" || !strings.Contains(string(r.Resource.Resource), "one") {
+		t.Fatalf("first: %+v", r)
+	}
+	apply(cl + "name: w\nalt_stat_name: two\n")
+	if r := next(); r.Event != "updated" || !strings.Contains(string(r.Resource.Resource), "two") {
+		t.Fatalf("second: %+v", r)
+	}
+	if code, _, _ := runCmd(t, "delete", "--admin", adm, "cds", "w"); code != 0 {
+		t.Fatal("delete failed")
+	}
+	if r := next(); r.Event != "removed" || r.Status != "does-not-exist" {
+		t.Fatalf("third: %+v", r)
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
