@@ -10,7 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/store"
 )
 
 var transports = []struct {
@@ -155,6 +157,11 @@ func TestDynamicParameters(t *testing.T) {
 			rx := newRecorder(t)
 			c.Watch(resource.ClusterURL, x, rx.handle)
 			rx.expect(client.Updated, x, "zone-b")
+			// The variant is deleted (removed_resource_names over delta, left
+			// out over SotW): the watcher is told it is gone.
+			cl, _ := resource.Lookup("cds")
+			o.commit(store.Batch{Deletes: []store.Delete{{Type: cl.URL, Name: "r", Constraints: constraint.MustParse("env=test").Key()}}})
+			r.expect(client.Removed, "r", "")
 		})
 	}
 }
