@@ -33,6 +33,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Clients returns the value /v1/clients shows as JSON.
 	Clients func() any
+	// Upstream returns the value /v1/upstream shows as JSON (a relay's
+	// upstream streams).
+	Upstream func() any
 	// Logger logs applies and deletes.
 	Logger *slog.Logger
 }
@@ -54,6 +57,13 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/apply", a.apply)
 	mux.HandleFunc("DELETE /v1/resources", a.delete)
 	mux.HandleFunc("GET /v1/clients", a.clients)
+	mux.HandleFunc("GET /v1/upstream", func(w http.ResponseWriter, r *http.Request) {
+		if a.o.Upstream == nil {
+			writeJSON(w, http.StatusOK, []any{})
+			return
+		}
+		writeJSON(w, http.StatusOK, a.o.Upstream())
+	})
 	return mux
 }
 

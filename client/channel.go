@@ -44,6 +44,14 @@ type upType struct {
 	// the subscription changes not yet sent.
 	requested      bool
 	toSub, toUnsub map[subKey]*upSub
+	// bounce (SotW) holds subscriptions to fetch again: a request without
+	// them, then one with them, makes the server send them anew. Until they
+	// come back, bouncing keeps a full-state response that leaves them out
+	// from deleting them.
+	bounce    map[subKey]bool
+	bouncing  map[string]bool
+	graceResp int // responses the bouncing protection still covers
+	forceSend bool
 
 	// SotW: the last accepted version and the last received nonce (§1.1,
 	// §1.4: kept across reconnects); delta: the nonce to acknowledge.
@@ -204,6 +212,36 @@ func (ch *channel) stillWanted(t *upType, name string) bool {
 		}
 	}
 	return false
+}
+
+// refetch asks the server to send a subscribed resource again (a relay
+// may not answer a new downstream from a do_not_cache copy). Delta: the
+// subscription is sent again, which a server must answer (PROTOCOL.md
+// §2.2). SotW: the name is left out of one request and put back.
+func (ch *channel) refetch(typeURL, name, pkey string) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[typeURL]
+	if t == nil {
+		return
+	}
+	k := subKey{name, pkey}
+	s, ok := t.subs[k]
+	if !ok {
+		return
+	}
+	if ch.connected >= 0 && !ch.servers[ch.connected].Delta() {
+		if t.bounce == nil {
+			t.bounce = map[subKey]bool{}
+		}
+		t.bounce[k] = true
+	} else {
+		if t.toSub == nil {
+			t.toSub = map[subKey]*upSub{}
+		}
+		t.toSub[k] = s
+	}
+	ch.signal()
 }
 
 // isConnected reports whether a stream is up.
@@ -445,8 +483,13 @@ func (ch *channel) requests(srv ServerConfig) []proto.Message {
 			if r := ch.deltaRequest(t); r != nil {
 				req = r
 			}
-		} else if r := ch.sotwRequest(t); r != nil {
-			req = r
+		} else {
+			if len(t.bounce) > 0 && t.requested {
+				out = append(out, ch.sotwBounce(t))
+			}
+			if r := ch.sotwRequest(t); r != nil {
+				req = r
+			}
 		}
 		if req == nil {
 			continue
@@ -489,12 +532,38 @@ func sortedSubs(m map[subKey]*upSub) []*upSub {
 	return out
 }
 
+// sotwBounce is the request without the subscriptions to fetch again; the
+// next request puts them back, and the server sends them (§1.6).
+func (ch *channel) sotwBounce(t *upType) *discoveryv3.DiscoveryRequest {
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: t.url, VersionInfo: t.version, ResponseNonce: t.nonce}
+	for _, s := range sortedSubs(t.subs) {
+		if t.bounce[subKey{s.name, s.pkey}] {
+			continue
+		}
+		if s.tp2 {
+			req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
+		} else {
+			req.ResourceNames = append(req.ResourceNames, s.name)
+		}
+	}
+	if t.bouncing == nil {
+		t.bouncing = map[string]bool{}
+	}
+	for k := range t.bounce {
+		t.bouncing[k.name] = true
+	}
+	t.graceResp = 1 // the answer to this request; the next one has them back
+	t.bounce = nil
+	t.forceSend = true // the request that puts them back
+	return req
+}
+
 // sotwRequest: every request carries the whole name list (§1.6); an ACK or
 // NACK carries the version and nonce it answers (§1.2, §1.3); a type with
 // nothing left is sent an empty list once (the unsubscribe gRPC clients
 // send, INTEROP.md).
 func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
-	changed := len(t.toSub)+len(t.toUnsub) > 0
+	changed := len(t.toSub)+len(t.toUnsub) > 0 || t.forceSend
 	if t.requested && !changed && t.ack == nil {
 		return nil
 	}
@@ -515,7 +584,7 @@ func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
 			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: t.ack.err}
 		}
 	}
-	t.toSub, t.toUnsub, t.ack = nil, nil, nil
+	t.toSub, t.toUnsub, t.ack, t.forceSend = nil, nil, nil, false
 	return req
 }
 
@@ -664,8 +733,19 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		t.held[v.Name][ck] = v.Version
 	}
 	u.Puts = b.puts
+	for n := range present {
+		delete(t.bouncing, n)
+	}
+	if t.graceResp > 0 {
+		t.graceResp--
+	} else {
+		t.bouncing = nil
+	}
 	if fullState && len(b.errs) == 0 {
 		for n, cks := range t.held {
+			if t.bouncing[n] {
+				continue
+			}
 			for ck := range cks {
 				if !present[n][ck] {
 					b.gone = append(b.gone, resource.Key{Type: t.url, Name: n, Constraints: ck})
@@ -676,7 +756,7 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		// leaves out does not exist (PROTOCOL.md §1.7).
 		seen := map[string]bool{}
 		for k := range t.subs {
-			if k.name != db.Wildcard && present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] {
+			if k.name != db.Wildcard && present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] && !t.bouncing[k.name] {
 				seen[k.name] = true
 				b.removed = append(b.removed, k.name)
 			}

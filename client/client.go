@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,14 @@ type Options struct {
 	// with no parameters (a relay uses it, so its downstream clients'
 	// parameters, not its own node, select variants upstream).
 	Locators bool
+	// Subscribed, when set, is told of every subscription to the cache and
+	// whether it could be answered from it at once (a relay's hit/miss
+	// metrics).
+	Subscribed func(i db.Interest, cached bool)
+	// AnyAuthority routes names of authorities the bootstrap does not list
+	// to its top-level servers instead of failing them (a relay with one
+	// upstream serves every authority through it).
+	AnyAuthority bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -103,7 +112,7 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{},
 		watchers: map[[2]string]map[*watcher]struct{}{}, dirty: map[*watcher]struct{}{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	c.db = db.New(db.Hooks{Interest: c.interest})
+	c.db = db.New(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
 	go c.deliverLoop()
 	return c, nil
 }
@@ -144,6 +153,9 @@ func (c *Client) route(n string) (*channel, error) {
 		authority, legacy = u.Authority, false
 	}
 	servers, err := c.b.ServersFor(authority, legacy)
+	if err != nil && c.o.AnyAuthority {
+		servers, err = c.b.ServersFor("", true)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +207,13 @@ func (c *Client) interest(i db.Interest, on bool) {
 				delete(c.status, k)
 			}
 		}
+		alias := ""
+		if st != nil {
+			alias = st.alias
+		}
 		c.mu.Unlock()
-		if last && i.Name != db.Wildcard {
-			// TP2: a cache entry goes when its last subscription does.
-			c.db.Update(db.Update{Removes: [][2]string{{i.Type, i.Name}}})
+		if last {
+			c.evict(i, alias)
 		}
 		return
 	}
@@ -212,6 +227,75 @@ func (c *Client) interest(i db.Interest, on bool) {
 	}
 	c.mu.Unlock()
 	ch.subscribe(i.Type, s)
+}
+
+// subscribed is the db hook called on every subscription: a cached copy
+// marked do_not_cache may not answer it, so it is fetched again upstream.
+func (c *Client) subscribed(i db.Interest) {
+	params, _ := constraint.ParseParams(i.Params)
+	var v *resource.Variant
+	c.db.Read(func(r *db.Reader) { v = r.Get(i.Type, i.Name, params) })
+	if v != nil && v.DoNotCache {
+		if ch, err := c.route(i.Name); err == nil {
+			ch.refetch(i.Type, i.Name, i.Params)
+		}
+	}
+	if c.o.Subscribed != nil {
+		c.o.Subscribed(i, v != nil)
+	}
+}
+
+// evict drops from the cache what an ended interest covered — the
+// resource, a glob's members, a wildcard's resources, the virtual host a
+// VHDS name resolved to — unless another interest still covers it (TP2: a
+// cache entry goes when its last subscription does; nothing unsubscribed
+// may be served stale).
+func (c *Client) evict(i db.Interest, alias string) {
+	var names []string
+	c.db.Read(func(r *db.Reader) {
+		switch {
+		case i.Name == db.Wildcard:
+			names = r.Names(i.Type)
+		case strings.HasSuffix(strings.SplitN(i.Name, "?", 2)[0], "/*"):
+			names = r.GlobNames(i.Type, i.Name)
+		default:
+			names = []string{i.Name}
+			if alias != "" {
+				names = append(names, alias)
+			}
+		}
+	})
+	c.mu.Lock()
+	var gone [][2]string
+	for _, n := range names {
+		if !c.coveredLocked(i.Type, n) {
+			gone = append(gone, [2]string{i.Type, n})
+		}
+	}
+	c.mu.Unlock()
+	if len(gone) > 0 {
+		c.db.Update(db.Update{Removes: gone})
+	}
+}
+
+// coveredLocked reports whether a remaining interest covers a resource.
+func (c *Client) coveredLocked(typeURL, n string) bool {
+	covers := func(name string) bool {
+		st := c.status[[2]string{typeURL, name}]
+		return st != nil && st.interest > 0
+	}
+	if covers(n) || covers(db.Wildcard) {
+		return true
+	}
+	if g, ok := db.InGlob(n); ok && covers(g) {
+		return true
+	}
+	for k, st := range c.status {
+		if k[0] == typeURL && st.alias == n && st.interest > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) statusLocked(k [2]string) *resStatus {
@@ -428,6 +512,53 @@ func (c *Client) Stats() Stats {
 		ch.mu.Unlock()
 	}
 	return s
+}
+
+// Upstream is one upstream stream as admin pages show it.
+type Upstream struct {
+	Servers       []string `json:"servers"`
+	Connected     string   `json:"connected,omitempty"` // the server streaming, if any
+	DownSince     string   `json:"down_since,omitempty"`
+	LastError     string   `json:"last_error,omitempty"`
+	Subscriptions int      `json:"subscriptions"`
+	Responses     int64    `json:"responses"`
+	Resources     int64    `json:"resources"`
+	NACKs         int64    `json:"nacks"`
+}
+
+// Upstreams reports each upstream stream: its servers, which one it is
+// connected to, and its subscriptions and counters.
+func (c *Client) Upstreams() []Upstream {
+	c.mu.Lock()
+	chans := make([]*channel, 0, len(c.channels))
+	for _, ch := range c.channels {
+		chans = append(chans, ch)
+	}
+	c.mu.Unlock()
+	out := make([]Upstream, 0, len(chans))
+	for _, ch := range chans {
+		u := Upstream{}
+		for _, s := range ch.servers {
+			u.Servers = append(u.Servers, s.URI)
+		}
+		ch.mu.Lock()
+		if ch.connected >= 0 {
+			u.Connected = ch.servers[ch.connected].URI
+		} else {
+			u.DownSince = ch.downSince.UTC().Format(time.RFC3339Nano)
+		}
+		if ch.lastErr != nil {
+			u.LastError = ch.lastErr.Error()
+		}
+		for _, t := range ch.types {
+			u.Subscriptions += len(t.subs)
+		}
+		u.Responses, u.Resources, u.NACKs = ch.responses, ch.received, ch.nackCount
+		ch.mu.Unlock()
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i].Servers) < fmt.Sprint(out[j].Servers) })
+	return out
 }
 
 // authorityUp reports whether the channel for a name is connected, and

@@ -12,6 +12,7 @@ import (
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
 	"github.com/xdsd/xdsd/store"
 )
 
@@ -26,9 +27,9 @@ var transports = []struct {
 func TestWatchSharedAndCancelled(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := startOrigin(t)
-			o.apply(cluster("a", "one"))
-			c := newClient(t, bs{servers: []string{o.addr}, sotw: tr.sotw}.build(t), client.Options{})
+			o := servertest.Start(t)
+			o.Apply(cluster("a", "one"))
+			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{})
 			r1 := newRecorder(t)
 			cancel1, err := c.Watch(resource.ClusterURL, "a", r1.handle)
 			if err != nil {
@@ -45,20 +46,20 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 			if after := c.Stats(); after.Responses != before.Responses {
 				t.Errorf("second watcher cost a response: %+v → %+v", before, after)
 			}
-			if n := o.subscriptions("a"); n != 1 {
+			if n := o.Subscriptions("a"); n != 1 {
 				t.Errorf("%d upstream subscriptions to a, want 1", n)
 			}
-			o.apply(cluster("a", "two"))
+			o.Apply(cluster("a", "two"))
 			r1.expect(client.Updated, "a", `"two"`)
 			r2.expect(client.Updated, "a", `"two"`)
 			cancel1()
 			barrier(t, c, o)
-			if n := o.subscriptions("a"); n != 1 {
+			if n := o.Subscriptions("a"); n != 1 {
 				t.Errorf("one watcher left, but %d upstream subscriptions", n)
 			}
 			cancel2()
 			barrier(t, c, o)
-			if n := o.subscriptions("a"); n != 0 {
+			if n := o.Subscriptions("a"); n != 0 {
 				t.Errorf("after the last cancel, %d upstream subscriptions", n)
 			}
 			r1.none()
@@ -72,17 +73,17 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 func TestRemovalAndDoesNotExist(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := startOrigin(t)
-			o.apply(cluster("a", "one"))
-			c := newClient(t, bs{servers: []string{o.addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 300 * time.Millisecond})
+			o := servertest.Start(t)
+			o.Apply(cluster("a", "one"))
+			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 300 * time.Millisecond})
 			ra, rn := newRecorder(t), newRecorder(t)
 			c.Watch(resource.ClusterURL, "a", ra.handle)
 			c.Watch(resource.RouteURL, "no-such-route", rn.handle)
 			ra.expect(client.Updated, "a", "one")
 			rn.expect(client.DoesNotExist, "no-such-route", "")
-			o.remove("cds", "a")
+			o.Remove("cds", "a")
 			ra.expect(client.Removed, "a", "")
-			o.apply(cluster("a", "back"))
+			o.Apply(cluster("a", "back"))
 			ra.expect(client.Updated, "a", "back")
 		})
 	}
@@ -93,26 +94,26 @@ func TestRemovalAndDoesNotExist(t *testing.T) {
 func TestNackKeepsLastGoodValue(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := startOrigin(t)
-			o.apply(cluster("a", "good"))
+			o := servertest.Start(t)
+			o.Apply(cluster("a", "good"))
 			reject := func(v *resource.Variant, m proto.Message) error {
 				if c, ok := m.(*clusterv3.Cluster); ok && c.AltStatName == "bad" {
 					return errors.New("alt_stat_name bad is not allowed here")
 				}
 				return nil
 			}
-			c := newClient(t, bs{servers: []string{o.addr}, sotw: tr.sotw}.build(t), client.Options{Validate: reject})
+			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{Validate: reject})
 			r := newRecorder(t)
 			c.Watch(resource.ClusterURL, "a", r.handle)
 			r.expect(client.Updated, "a", "good")
-			o.apply(cluster("a", "bad"))
+			o.Apply(cluster("a", "bad"))
 			e := r.expect(client.Errored, "a", "alt_stat_name bad is not allowed here")
 			if e.Variant == nil || e.Variant.Version != "1" {
 				t.Fatalf("last good value not kept: %s", describe(e))
 			}
 			barrier(t, c, o)
 			var nack string
-			for _, cl := range o.srv.Clients() {
+			for _, cl := range o.Srv.Clients() {
 				for _, ty := range cl.Types {
 					if ty.LastNack != nil {
 						nack = ty.LastNack.Error
@@ -125,7 +126,7 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 			if c.Stats().NACKs != 1 {
 				t.Errorf("stats %+v", c.Stats())
 			}
-			o.apply(cluster("a", "fixed"))
+			o.Apply(cluster("a", "fixed"))
 			r.expect(client.Updated, "a", "fixed")
 		})
 	}
@@ -137,15 +138,15 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 func TestDynamicParameters(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := startOrigin(t)
+			o := servertest.Start(t)
 			for _, v := range []struct{ cons, tag string }{{"env=prod", "legacy-prod"}, {"env=test", "legacy-test"}} {
-				o.apply(fmt.Sprintf("name: r\nconstraints: %s\nresource:\n%s", v.cons, indent(cluster("r", v.tag))))
+				o.Apply(fmt.Sprintf("name: r\nconstraints: %s\nresource:\n%s", v.cons, indent(cluster("r", v.tag))))
 			}
 			x := "xdstp://auth/envoy.config.cluster.v3.Cluster/r"
 			for _, v := range []struct{ cons, tag string }{{"zone=a", "zone-a"}, {"zone=b", "zone-b"}} {
-				o.apply(fmt.Sprintf("name: %s\nconstraints: %s\nresource:\n%s", x, v.cons, indent(cluster(x, v.tag))))
+				o.Apply(fmt.Sprintf("name: %s\nconstraints: %s\nresource:\n%s", x, v.cons, indent(cluster(x, v.tag))))
 			}
-			b := bs{servers: []string{o.addr}, sotw: tr.sotw, params: map[string]string{"env": "test"},
+			b := bs{servers: []string{o.Addr}, sotw: tr.sotw, params: map[string]string{"env": "test"},
 				authorities: map[string][]string{"auth": nil}, authParams: map[string]map[string]string{"auth": {"zone": "b"}}}.build(t)
 			c := newClient(t, b, client.Options{})
 			r := newRecorder(t)
@@ -160,7 +161,7 @@ func TestDynamicParameters(t *testing.T) {
 			// The variant is deleted (removed_resource_names over delta, left
 			// out over SotW): the watcher is told it is gone.
 			cl, _ := resource.Lookup("cds")
-			o.commit(store.Batch{Deletes: []store.Delete{{Type: cl.URL, Name: "r", Constraints: constraint.MustParse("env=test").Key()}}})
+			o.Commit(store.Batch{Deletes: []store.Delete{{Type: cl.URL, Name: "r", Constraints: constraint.MustParse("env=test").Key()}}})
 			r.expect(client.Removed, "r", "")
 		})
 	}
@@ -168,9 +169,9 @@ func TestDynamicParameters(t *testing.T) {
 
 // Typed helpers decode the resource.
 func TestWatchTyped(t *testing.T) {
-	o := startOrigin(t)
-	o.apply(cluster("a", "typed"))
-	c := newClient(t, bs{servers: []string{o.addr}}.build(t), client.Options{})
+	o := servertest.Start(t)
+	o.Apply(cluster("a", "typed"))
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	got := make(chan *clusterv3.Cluster, 1)
 	cancel, err := c.WatchCluster("a", func(e client.TypedEvent[*clusterv3.Cluster]) {
 		if e.Kind == client.Updated {

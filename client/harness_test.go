@@ -1,138 +1,20 @@
 package client_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store"
-	"github.com/xdsd/xdsd/store/bolt"
+	"github.com/xdsd/xdsd/server/servertest"
 )
 
 const wait = 10 * time.Second
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// origin is a real xdsd server (bolt store, db, protocol, gRPC) on
-// loopback. It can be stopped and started again on the same address with
-// the same store, as a restarted server.
-type origin struct {
-	t      *testing.T
-	path   string
-	addr   string
-	st     store.Store
-	srv    *server.Server
-	g      *grpc.Server
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startOrigin(t *testing.T) *origin {
-	t.Helper()
-	o := &origin{t: t, path: filepath.Join(t.TempDir(), "xdsd.db"), addr: "127.0.0.1:0"}
-	o.start()
-	t.Cleanup(o.stop)
-	return o
-}
-
-func (o *origin) start() {
-	o.t.Helper()
-	st, err := bolt.Open(o.path, bolt.Options{})
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	o.addr = lis.Addr().String()
-	o.st = st
-	o.srv = server.New(st, server.Options{Logger: quiet})
-	o.g = grpc.NewServer(protocol.ServerCodec())
-	o.srv.Register(o.g)
-	ctx, cancel := context.WithCancel(context.Background())
-	o.cancel, o.done = cancel, make(chan struct{})
-	go func() { o.srv.Run(ctx); close(o.done) }()
-	go o.g.Serve(lis)
-	if err := o.srv.WaitRev(ctx, st.Rev()); err != nil {
-		o.t.Fatal(err)
-	}
-}
-
-func (o *origin) stop() {
-	if o.g == nil {
-		return
-	}
-	o.g.Stop()
-	o.cancel()
-	<-o.done
-	o.st.Close()
-	o.g = nil
-}
-
-func (o *origin) apply(yaml string) {
-	o.t.Helper()
-	docs, err := resource.Decode("test", []byte(yaml))
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	var b store.Batch
-	for _, d := range docs {
-		b.Puts = append(b.Puts, d.Variant)
-	}
-	o.commit(b)
-}
-
-// commit applies a batch and waits until the server serves it.
-func (o *origin) commit(b store.Batch) {
-	o.t.Helper()
-	res, err := o.st.Apply(context.Background(), b)
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	if o.srv == nil || o.g == nil {
-		return // offline
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := o.srv.WaitRev(ctx, res.Rev); err != nil {
-		o.t.Fatal(err)
-	}
-}
-
-func (o *origin) remove(typ, name string) {
-	o.t.Helper()
-	t, _ := resource.Lookup(typ)
-	o.commit(store.Batch{Deletes: []store.Delete{{Type: t.URL, Name: name, All: true}}})
-}
-
-// subscriptions counts the server's subscriptions to name on all streams.
-func (o *origin) subscriptions(name string) int {
-	n := 0
-	for _, c := range o.srv.Clients() {
-		for _, ty := range c.Types {
-			for _, s := range ty.Subscriptions {
-				if s.Name == name {
-					n++
-				}
-			}
-		}
-	}
-	return n
-}
+var quiet = servertest.Quiet
 
 // bootstrapJSON builds a bootstrap: the default servers, authorities (name →
 // server addresses; none: the default), transport, dynamic parameters.
@@ -270,11 +152,11 @@ var barriers int
 // before it: the client sends requests in order and the server handles them
 // in order, so once a new resource watched now arrives, everything earlier
 // has been handled.
-func barrier(t *testing.T, c *client.Client, o *origin) {
+func barrier(t *testing.T, c *client.Client, o *servertest.Origin) {
 	t.Helper()
 	barriers++
 	n := fmt.Sprintf("barrier-%d", barriers)
-	o.apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %s\n", n))
+	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %s\n", n))
 	r := newRecorder(t)
 	cancel, err := c.Watch(resource.SecretURL, n, r.handle)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/store/bolt"
+	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // freeAddr reserves a loopback address nothing listens on (yet).
@@ -22,29 +22,13 @@ func freeAddr(t *testing.T) string {
 	return a
 }
 
-// applyOffline changes a stopped server's store, as an operator would while
-// it is down.
-func (o *origin) applyOffline(yaml string) {
-	o.t.Helper()
-	st, err := bolt.Open(o.path, bolt.Options{})
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	defer st.Close()
-	o.st = st
-	g := o.g
-	o.g = nil
-	o.apply(yaml)
-	o.st, o.g = nil, g
-}
-
 // The server restarted mid-watch: watchers keep their last values, and the
 // client resyncs over delta without downloading again what did not change
 // (initial_resource_versions, PROTOCOL.md §2.9).
 func TestServerRestartResync(t *testing.T) {
-	o := startOrigin(t)
-	o.apply(cluster("a", "1") + "---\n" + cluster("b", "1") + "---\n" + cluster("c", "1"))
-	c := newClient(t, bs{servers: []string{o.addr}}.build(t), client.Options{})
+	o := servertest.Start(t)
+	o.Apply(cluster("a", "1") + "---\n" + cluster("b", "1") + "---\n" + cluster("c", "1"))
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	rs := map[string]*recorder{}
 	for _, n := range []string{"a", "b", "c"} {
 		rs[n] = newRecorder(t)
@@ -52,9 +36,9 @@ func TestServerRestartResync(t *testing.T) {
 		rs[n].expect(client.Updated, n, `"1"`)
 	}
 	before := c.Stats()
-	o.stop()
-	o.applyOffline(cluster("b", "2"))
-	o.start()
+	o.Stop()
+	o.Apply(cluster("b", "2"))
+	o.Start()
 	rs["b"].expect(client.Updated, "b", `"2"`)
 	barrier(t, c, o)
 	after := c.Stats()
@@ -69,17 +53,16 @@ func TestServerRestartResync(t *testing.T) {
 // The first server cannot be reached: the client falls back to the next
 // entry of xds_servers, and returns to the first when it is back.
 func TestServerFallbackAndReturn(t *testing.T) {
-	backup := startOrigin(t)
-	backup.apply(cluster("a", "backup"))
+	backup := servertest.Start(t)
+	backup.Apply(cluster("a", "backup"))
 	primaryAddr := freeAddr(t)
-	c := newClient(t, bs{servers: []string{primaryAddr, backup.addr}}.build(t), client.Options{})
+	c := newClient(t, bs{servers: []string{primaryAddr, backup.Addr}}.build(t), client.Options{})
 	r := newRecorder(t)
 	c.Watch(resource.ClusterURL, "a", r.handle)
 	r.expect(client.Updated, "a", "backup")
-	primary := &origin{t: t, path: t.TempDir() + "/p.db", addr: primaryAddr}
-	primary.applyOffline(cluster("a", "primary"))
-	primary.start()
-	t.Cleanup(primary.stop)
+	primary := servertest.New(t, primaryAddr)
+	primary.Apply(cluster("a", "primary"))
+	primary.Start()
 	r.expect(client.Updated, "a", "primary")
 }
 
@@ -87,11 +70,11 @@ func TestServerFallbackAndReturn(t *testing.T) {
 // alt URL is fetched instead; the client returns to the primary when it is
 // back.
 func TestAltFailoverAndReturn(t *testing.T) {
-	onprem := startOrigin(t)
+	onprem := servertest.Start(t)
 	alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
-	onprem.apply(cluster(alt, "from-alt"))
+	onprem.Apply(cluster(alt, "from-alt"))
 	cloudAddr := freeAddr(t)
-	b := bs{servers: []string{onprem.addr}, authorities: map[string][]string{"cloud": {cloudAddr}, "onprem": {onprem.addr}}}.build(t)
+	b := bs{servers: []string{onprem.Addr}, authorities: map[string][]string{"cloud": {cloudAddr}, "onprem": {onprem.Addr}}}.build(t)
 	c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
 	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
 	r := newRecorder(t)
@@ -102,10 +85,9 @@ func TestAltFailoverAndReturn(t *testing.T) {
 	if len(e.Via) != 1 || e.Via[0] != alt {
 		t.Errorf("via %v", e.Via)
 	}
-	cloud := &origin{t: t, path: t.TempDir() + "/c.db", addr: cloudAddr}
-	cloud.applyOffline(cluster(primary, "from-primary"))
-	cloud.start()
-	t.Cleanup(cloud.stop)
+	cloud := servertest.New(t, cloudAddr)
+	cloud.Apply(cluster(primary, "from-primary"))
+	cloud.Start()
 	e = r.expect(client.Updated, primary, "from-primary")
 	if len(e.Via) != 0 {
 		t.Errorf("back on the primary, via %v", e.Via)
@@ -114,11 +96,11 @@ func TestAltFailoverAndReturn(t *testing.T) {
 
 // Federation: names are routed by authority to their servers.
 func TestFederation(t *testing.T) {
-	one, two := startOrigin(t), startOrigin(t)
+	one, two := servertest.Start(t), servertest.Start(t)
 	n1, n2 := "xdstp://one/envoy.config.cluster.v3.Cluster/x", "xdstp://two/envoy.config.cluster.v3.Cluster/x"
-	one.apply(cluster(n1, "from-one"))
-	two.apply(cluster(n2, "from-two"))
-	c := newClient(t, bs{servers: []string{freeAddr(t)}, authorities: map[string][]string{"one": {one.addr}, "two": {two.addr}}}.build(t), client.Options{})
+	one.Apply(cluster(n1, "from-one"))
+	two.Apply(cluster(n2, "from-two"))
+	c := newClient(t, bs{servers: []string{freeAddr(t)}, authorities: map[string][]string{"one": {one.Addr}, "two": {two.Addr}}}.build(t), client.Options{})
 	r1, r2 := newRecorder(t), newRecorder(t)
 	c.Watch(resource.ClusterURL, n1, r1.handle)
 	c.Watch(resource.ClusterURL, n2, r2.handle)

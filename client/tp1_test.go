@@ -11,6 +11,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
 )
 
 const lis = "xdstp://a/envoy.config.listener.v3.Listener/"
@@ -22,25 +23,25 @@ func listener(id, tag string) string {
 // TP1 glob collections: members are delivered as they come and go; an
 // empty glob is DoesNotExist.
 func TestGlobMembership(t *testing.T) {
-	o := startOrigin(t)
-	o.apply(listener("svc/one?p=1", "1") + "---\n" + listener("svc/other", "x"))
-	c := newClient(t, bs{servers: []string{o.addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	o := servertest.Start(t)
+	o.Apply(listener("svc/one?p=1", "1") + "---\n" + listener("svc/other", "x"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
 	if _, err := c.Watch(resource.ListenerURL, lis+"svc/*?p=1", r.handle); err != nil {
 		t.Fatal(err)
 	}
 	r.expect(client.Updated, lis+"svc/one?p=1", `"1"`)
-	o.apply(listener("svc/two?p=1", "2"))
+	o.Apply(listener("svc/two?p=1", "2"))
 	r.expect(client.Updated, lis+"svc/two?p=1", `"2"`)
-	o.remove("lds", lis+"svc/one?p=1")
+	o.Remove("lds", lis+"svc/one?p=1")
 	r.expect(client.Removed, lis+"svc/one?p=1", "")
 	empty := newRecorder(t)
 	c.Watch(resource.ListenerURL, lis+"nothing/*", empty.handle)
 	empty.expect(client.DoesNotExist, lis+"nothing/*", "")
-	o.apply(listener("nothing/first", "f"))
+	o.Apply(listener("nothing/first", "f"))
 	empty.expect(client.Updated, lis+"nothing/first", `"f"`)
 	// Globs need delta.
-	sotw := newClient(t, bs{servers: []string{o.addr}, sotw: true, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	sotw := newClient(t, bs{servers: []string{o.Addr}, sotw: true, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	if _, err := sotw.Watch(resource.ListenerURL, lis+"svc/*", r.handle); err == nil || !strings.Contains(err.Error(), "delta") {
 		t.Errorf("glob over SotW: %v", err)
 	}
@@ -49,13 +50,13 @@ func TestGlobMembership(t *testing.T) {
 // TP1 redirects: a ResourceLocator payload is followed (the event says
 // through what); chains are bounded and loops reported.
 func TestRedirects(t *testing.T) {
-	o := startOrigin(t)
+	o := servertest.Start(t)
 	redirect := func(from, to string) string {
 		return fmt.Sprintf("type: lds\nname: %s\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.Listener\n  id: %s\n", lis+from, to)
 	}
-	o.apply(redirect("old", "mid") + "---\n" + redirect("mid", "new") + "---\n" + listener("new", "target") + "---\n" +
+	o.Apply(redirect("old", "mid") + "---\n" + redirect("mid", "new") + "---\n" + listener("new", "target") + "---\n" +
 		redirect("loop1", "loop2") + "---\n" + redirect("loop2", "loop1"))
-	c := newClient(t, bs{servers: []string{o.addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
 	c.Watch(resource.ListenerURL, lis+"old", r.handle)
 	e := r.expect(client.Updated, lis+"old", `"target"`)
@@ -63,7 +64,7 @@ func TestRedirects(t *testing.T) {
 		t.Errorf("via %v", e.Via)
 	}
 	// Moving a redirect moves the watcher.
-	o.apply(redirect("mid", "newer") + "---\n" + listener("newer", "moved"))
+	o.Apply(redirect("mid", "newer") + "---\n" + listener("newer", "moved"))
 	r.expect(client.Updated, lis+"old", `"moved"`)
 	loop := newRecorder(t)
 	c.Watch(resource.ListenerURL, lis+"loop1", loop.handle)
@@ -73,9 +74,9 @@ func TestRedirects(t *testing.T) {
 // TP1 list collections: locator entries are fetched, inline entries taken;
 // #entry= resolves one inline entry.
 func TestListCollections(t *testing.T) {
-	o := startOrigin(t)
+	o := servertest.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
-	o.apply(fmt.Sprintf(`name: %s
+	o.Apply(fmt.Sprintf(`name: %s
 resource:
   "@type": type.googleapis.com/envoy.config.listener.v3.ListenerCollection
   entries:
@@ -86,7 +87,7 @@ resource:
       resource: {"@type": type.googleapis.com/envoy.config.listener.v3.Listener, name: inl, stat_prefix: inline}
 ---
 `, coll) + listener("ref", "referenced"))
-	c := newClient(t, bs{servers: []string{o.addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	got := make(chan string, 10)
 	cancel, err := c.WatchCollection(resource.ListenerCollectionURL, coll, func(ms []client.CollectionMember) {
 		var names []string
@@ -122,12 +123,12 @@ resource:
 // On-demand VHDS: "<rc>/<host>" resolves to the virtual host by name or
 // alias; not found is DoesNotExist.
 func TestVirtualHost(t *testing.T) {
-	o := startOrigin(t)
-	o.apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
+	o := servertest.Start(t)
+	o.Apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
 name: rc/web
 domains: ["www.example.com", "*.example.org"]
 `)
-	c := newClient(t, bs{servers: []string{o.addr}}.build(t), client.Options{})
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	got := make(chan client.TypedEvent[*routev3.VirtualHost], 10)
 	c.VirtualHost("rc", "a.example.org", func(e client.TypedEvent[*routev3.VirtualHost]) { got <- e })
 	if e := <-got; e.Kind != client.Updated || e.Resource.GetName() != "rc/web" {
@@ -138,7 +139,7 @@ domains: ["www.example.com", "*.example.org"]
 		t.Fatalf("not found: %v", e.Kind)
 	}
 	// A host found later is delivered.
-	o.apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
+	o.Apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
 name: rc/net
 domains: ["*.net"]
 `)

@@ -31,6 +31,9 @@ type Hooks struct {
 	// Interest is called when the first subscription of an Interest starts
 	// (on=true) and when the last one stops (on=false).
 	Interest func(i Interest, on bool)
+	// Subscribed is called on every subscription, after Interest (a relay
+	// counts cache hits with it, and refetches what it may not cache).
+	Subscribed func(i Interest)
 }
 
 // Interest is one distinct subscription: a type, a name (a resource name, a
@@ -57,6 +60,7 @@ type table struct {
 
 type entry struct {
 	name     string
+	changed  int64               // the revision that last changed the variants
 	variants []*resource.Variant // sorted by constraint key
 	subs     map[*Subscriber]int
 	glob     *glob    // the glob collection holding this entry, if any
@@ -245,6 +249,7 @@ func (d *DB) Update(u Update) {
 		touched[e] = t
 	}
 	for e, t := range touched {
+		e.changed = d.rev
 		d.reindex(t, e)
 		m.entry(t, e)
 		t.gc(e)
@@ -401,8 +406,12 @@ func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Param
 		t.entry(n).subs[s]++
 	}
 	d.mu.Unlock()
+	i := Interest{Type: typeURL, Name: n, Params: k.params}
 	if first && d.hooks.Interest != nil {
-		d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, true)
+		d.hooks.Interest(i, true)
+	}
+	if d.hooks.Subscribed != nil {
+		d.hooks.Subscribed(i)
 	}
 }
 
@@ -532,6 +541,17 @@ func (r *Reader) Get(typeURL, n string, params constraint.Params) *resource.Vari
 		return e.selectVariant(params)
 	}
 	return nil
+}
+
+// ChangedAt is the revision that last changed a resource's variants (0
+// when it has none).
+func (r *Reader) ChangedAt(typeURL, n string) int64 {
+	if t := r.d.tables[typeURL]; t != nil {
+		if e := t.entries[n]; e != nil {
+			return e.changed
+		}
+	}
+	return 0
 }
 
 // Variants returns every variant of a resource.

@@ -27,21 +27,21 @@ func TestDelta_2_4_ImplicitWildcardPersists(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("a"))
 	c := h.delta(node("n", nil))
-	c.sub(resource.ClusterURL)
-	r := c.recv()
+	c.Sub(resource.ClusterURL)
+	r := c.Recv()
 	expect(t, r, "cluster.v3.Cluster: a")
-	c.ack(r)
+	c.Ack(r)
 	h.put(cluster("zz"), route("rr", "", "x"))
-	expect(t, c.recv(), "cluster.v3.Cluster: zz")
-	c.sub(resource.ClusterURL, "named")
-	expect(t, c.recv(), "cluster.v3.Cluster: -named") // §2.5 for the named one
+	expect(t, c.Recv(), "cluster.v3.Cluster: zz")
+	c.Sub(resource.ClusterURL, "named")
+	expect(t, c.Recv(), "cluster.v3.Cluster: -named") // §2.5 for the named one
 	h.put(cluster("b"))
-	expect(t, c.recv(), "cluster.v3.Cluster: b") // still a wildcard
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"*"}})
-	c.barrier(h)
+	expect(t, c.Recv(), "cluster.v3.Cluster: b") // still a wildcard
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"*"}})
+	c.Barrier(h.putSecret)
 	h.put(cluster("c"))
 	h.put(cluster("named"))
-	expect(t, c.recv(), "cluster.v3.Cluster: named")
+	expect(t, c.Recv(), "cluster.v3.Cluster: named")
 }
 
 // An empty first response still goes out, so a client waiting for its
@@ -49,8 +49,8 @@ func TestDelta_2_4_ImplicitWildcardPersists(t *testing.T) {
 func TestDelta_2_4_EmptyWildcardAnswered(t *testing.T) {
 	h := newHarness(t)
 	c := h.delta(nil)
-	c.sub(resource.ListenerURL)
-	expect(t, c.recv(), "listener.v3.Listener: ")
+	c.Sub(resource.ListenerURL)
+	expect(t, c.Recv(), "listener.v3.Listener: ")
 }
 
 // PROTOCOL.md §2.2, §2.5: every subscribed name is answered, even one the
@@ -60,16 +60,16 @@ func TestDelta_2_2_SubscribeAlwaysAnswered(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("a"))
 	c := h.delta(nil)
-	c.sub(resource.ClusterURL, "a", "nope")
-	r := c.recv()
+	c.Sub(resource.ClusterURL, "a", "nope")
+	r := c.Recv()
 	expect(t, r, "cluster.v3.Cluster: a -nope")
-	c.ack(r)
-	c.sub(resource.ClusterURL, "a")
-	expect(t, c.recv(), "cluster.v3.Cluster: a")
+	c.Ack(r)
+	c.Sub(resource.ClusterURL, "a")
+	expect(t, c.Recv(), "cluster.v3.Cluster: a")
 	h.remove(resource.ClusterURL, "a")
-	expect(t, c.recv(), "cluster.v3.Cluster: -a")
+	expect(t, c.Recv(), "cluster.v3.Cluster: -a")
 	h.put(cluster("nope"))
-	expect(t, c.recv(), "cluster.v3.Cluster: nope")
+	expect(t, c.Recv(), "cluster.v3.Cluster: nope")
 }
 
 // PROTOCOL.md §2.3: unsubscribing an unknown name is ignored and needs no
@@ -79,23 +79,23 @@ func TestDelta_2_3_Unsubscribe(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("x"), cluster("y"))
 	c := h.delta(nil)
-	c.sub(resource.ClusterURL, "*", "x")
-	r := c.recv()
+	c.Sub(resource.ClusterURL, "*", "x")
+	r := c.Recv()
 	expect(t, r, "cluster.v3.Cluster: x y")
-	c.ack(r)
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"never"}})
-	c.barrier(h)
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
-	expect(t, c.recv(), "cluster.v3.Cluster: x")
+	c.Ack(r)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"never"}})
+	c.Barrier(h.putSecret)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
+	expect(t, c.Recv(), "cluster.v3.Cluster: x")
 
 	// Without a wildcard, a dropped name is simply no longer sent.
 	d := h.delta(nil)
-	d.sub(resource.ClusterURL, "x")
-	d.recv()
-	d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
-	d.barrier(h)
+	d.Sub(resource.ClusterURL, "x")
+	d.Recv()
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
+	d.Barrier(h.putSecret)
 	h.put(clusterTagged("x", "changed"))
-	d.barrier(h)
+	d.Barrier(h.putSecret)
 }
 
 // PROTOCOL.md §2.1: subscription changes apply whatever the nonce; an ACK
@@ -104,14 +104,14 @@ func TestDelta_2_1_NoncesAckNack(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("a"), cluster("b"))
 	c := h.delta(node("d", nil))
-	c.sub(resource.ClusterURL, "a")
-	r1 := c.recv()
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: "stale-or-unknown", ResourceNamesSubscribe: []string{"b"}})
-	r2 := c.recv()
+	c.Sub(resource.ClusterURL, "a")
+	r1 := c.Recv()
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: "stale-or-unknown", ResourceNamesSubscribe: []string{"b"}})
+	r2 := c.Recv()
 	expect(t, r2, "cluster.v3.Cluster: b")
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r1.Nonce})
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r2.Nonce, ErrorDetail: &status.Status{Code: 13, Message: "bad b"}})
-	c.barrier(h)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r1.Nonce})
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r2.Nonce, ErrorDetail: &status.Status{Code: 13, Message: "bad b"}})
+	c.Barrier(h.putSecret)
 	ts := h.srv.Clients()[0].Types
 	ok := false
 	for _, s := range ts {
@@ -130,8 +130,8 @@ func TestDelta_2_9_ReconnectSendsOnlyWhatChanged(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("a"), cluster("b"), cluster("c"))
 	c := h.delta(nil)
-	c.sub(resource.ClusterURL, "*")
-	r := c.recv()
+	c.Sub(resource.ClusterURL, "*")
+	r := c.Recv()
 	versions := map[string]string{}
 	for _, res := range r.Resources {
 		versions[res.Name] = res.Version
@@ -139,12 +139,12 @@ func TestDelta_2_9_ReconnectSendsOnlyWhatChanged(t *testing.T) {
 	h.put(clusterTagged("b", "new"))
 	h.remove(resource.ClusterURL, "c")
 	d := h.delta(nil)
-	d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: versions})
-	expect(t, d.recv(), "cluster.v3.Cluster: b -c")
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: versions})
+	expect(t, d.Recv(), "cluster.v3.Cluster: b -c")
 	// The legacy reconnect form: an empty subscribe list (implicit wildcard).
 	e := h.delta(nil)
-	e.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, InitialResourceVersions: map[string]string{"a": versions["a"]}})
-	expect(t, e.recv(), "cluster.v3.Cluster: b")
+	e.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, InitialResourceVersions: map[string]string{"a": versions["a"]}})
+	expect(t, e.Recv(), "cluster.v3.Cluster: b")
 }
 
 // TP1 "Normalization": a client's parameter order or escaping never causes
@@ -154,11 +154,11 @@ func TestTP1_NamesNormalized(t *testing.T) {
 	n := "xdstp://auth/envoy.config.cluster.v3.Cluster/svc?a=1&b=2"
 	h.put(cluster(n))
 	c := h.delta(nil)
-	c.sub(resource.ClusterURL, "xdstp://auth/envoy.config.cluster.v3.Cluster/%73vc?b=2&a=%31")
-	expect(t, c.recv(), "cluster.v3.Cluster: "+n)
+	c.Sub(resource.ClusterURL, "xdstp://auth/envoy.config.cluster.v3.Cluster/%73vc?b=2&a=%31")
+	expect(t, c.Recv(), "cluster.v3.Cluster: "+n)
 	s := h.sotw(nil)
-	s.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"xdstp://auth/envoy.config.cluster.v3.Cluster/svc?b=2&a=1"}})
-	expectNames(t, s.recv(), resource.ClusterURL, n)
+	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"xdstp://auth/envoy.config.cluster.v3.Cluster/svc?b=2&a=1"}})
+	expectNames(t, s.Recv(), resource.ClusterURL, n)
 }
 
 // TP1 glob collections (PROTOCOL.md §3.4, §3.7): a glob delivers the
@@ -177,16 +177,16 @@ func TestTP1_GlobCollections(t *testing.T) {
 	}
 	h.put(lis(m1), lis("xdstp://a/envoy.config.listener.v3.Listener/foo/one"), lis("xdstp://a/envoy.config.listener.v3.Listener/foo/deep/x?p=1"))
 	c := h.delta(nil)
-	c.sub(resource.ListenerURL, glob, empty)
-	r := c.recv()
+	c.Sub(resource.ListenerURL, glob, empty)
+	r := c.Recv()
 	expect(t, r, "listener.v3.Listener: "+m1+" -"+empty)
-	c.ack(r)
+	c.Ack(r)
 	h.put(lis(m2))
-	expect(t, c.recv(), "listener.v3.Listener: "+m2)
+	expect(t, c.Recv(), "listener.v3.Listener: "+m2)
 	h.remove(resource.ListenerURL, m1)
-	expect(t, c.recv(), "listener.v3.Listener: -"+m1)
+	expect(t, c.Recv(), "listener.v3.Listener: -"+m1)
 	h.put(lis("xdstp://a/envoy.config.listener.v3.Listener/none/first"))
-	expect(t, c.recv(), "listener.v3.Listener: xdstp://a/envoy.config.listener.v3.Listener/none/first")
+	expect(t, c.Recv(), "listener.v3.Listener: xdstp://a/envoy.config.listener.v3.Listener/none/first")
 }
 
 // TP1 redirects and list collections: a stored xds.core.v3.ResourceLocator
@@ -209,13 +209,13 @@ resource:
 `)
 	h.put(vs...)
 	c := h.delta(nil)
-	c.sub(resource.ListenerURL, "xdstp://a/envoy.config.listener.v3.Listener/old")
-	r := c.recv()
+	c.Sub(resource.ListenerURL, "xdstp://a/envoy.config.listener.v3.Listener/old")
+	r := c.Recv()
 	if len(r.Resources) != 1 || r.Resources[0].Resource.TypeUrl != resource.LocatorURL || r.Resources[0].Name != "xdstp://a/envoy.config.listener.v3.Listener/old" {
 		t.Fatalf("redirect: %v", r)
 	}
-	c.sub(resource.ListenerCollectionURL, "xdstp://a/envoy.config.listener.v3.ListenerCollection/all")
-	r = c.recv()
+	c.Sub(resource.ListenerCollectionURL, "xdstp://a/envoy.config.listener.v3.ListenerCollection/all")
+	r = c.Recv()
 	if len(r.Resources) != 1 || r.Resources[0].Resource.TypeUrl != resource.ListenerCollectionURL {
 		t.Fatalf("collection: %v", r)
 	}
@@ -234,18 +234,18 @@ func TestDelta_1_9_MakeBeforeBreak(t *testing.T) {
 	}
 	h.put(cluster("A"), cla("A"), route("r", "", "A"))
 	c := h.delta(nil)
-	c.sub(resource.ClusterURL)
-	c.ack(c.recv())
-	c.sub(resource.EndpointURL, "A", "B")
-	c.ack(c.recv())
-	c.sub(resource.RouteURL, "r")
-	c.ack(c.recv())
+	c.Sub(resource.ClusterURL)
+	c.Ack(c.Recv())
+	c.Sub(resource.EndpointURL, "A", "B")
+	c.Ack(c.Recv())
+	c.Sub(resource.RouteURL, "r")
+	c.Ack(c.Recv())
 	h.update(dbUpdate(
 		[]*resource.Variant{cluster("B"), cla("B"), route("r", "", "B")},
 		[][2]string{{resource.ClusterURL, "A"}, {resource.EndpointURL, "A"}}))
 	var seq []string
 	for range 5 {
-		seq = append(seq, describe(c.recv()))
+		seq = append(seq, describe(c.Recv()))
 	}
 	want := []string{
 		"cluster.v3.Cluster: B",

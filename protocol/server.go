@@ -35,6 +35,11 @@ type Options struct {
 	RequestBurst int
 	// CacheBytes bounds the shared response encodings. Default 64 MiB.
 	CacheBytes int
+	// HonorDoNotCache is for caching proxies: a variant marked
+	// cache_control.do_not_cache is not sent to a subscription older than
+	// the variant; it waits for the fresh copy its subscription causes
+	// upstream (xDS: proxies may not cache such resources).
+	HonorDoNotCache bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).

@@ -33,24 +33,24 @@ func TestSotW_1_5_WildcardSequence(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("a"), cluster("b"))
 	c := h.sotw(node("n", nil))
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
-	r := c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+	r := c.Recv()
 	expectNames(t, r, resource.ClusterURL, "a", "b")
 
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: []string{"*", "a"}})
-	r = c.recv() // a is newly named: sent again (§1.6)
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: []string{"*", "a"}})
+	r = c.Recv() // a is newly named: sent again (§1.6)
 	expectNames(t, r, resource.ClusterURL, "a", "b")
 
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: []string{"a"}})
-	r = c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo, ResourceNames: []string{"a"}})
+	r = c.Recv()
 	expectNames(t, r, resource.ClusterURL, "a")
 
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
-	r = c.recv() // the gRPC client's unsubscribe: an empty full state
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	r = c.Recv() // the gRPC client's unsubscribe: an empty full state
 	expectNames(t, r, resource.ClusterURL)
-	c.ack(r)
+	c.Ack(r)
 	h.put(cluster("c"))
-	c.barrier(h) // nothing subscribed: the new cluster is not sent
+	c.Barrier(h.putSecret) // nothing subscribed: the new cluster is not sent
 }
 
 // PROTOCOL.md §1.1, §1.2: responses carry a nonce; an ACK (the response's
@@ -59,11 +59,11 @@ func TestSotW_1_2_AckRecordedAndUnanswered(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "", "c"))
 	c := h.sotw(node("acker", nil))
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
-	r := c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := c.Recv()
 	expectNames(t, r, resource.RouteURL, "r")
-	c.ack(r, "r")
-	c.barrier(h)
+	c.Ack(r, "r")
+	c.Barrier(h.putSecret)
 	st := h.srv.Clients()[0]
 	var ts *typeStatusView
 	for i := range st.Types {
@@ -85,11 +85,11 @@ func TestSotW_1_3_NackRecordedNotResent(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "", "c1"))
 	c := h.sotw(node("nacker", nil))
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
-	r := c.recv()
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := c.Recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
 		ErrorDetail: &status.Status{Code: 13, Message: "route r: no such cluster c1"}})
-	c.barrier(h)
+	c.Barrier(h.putSecret)
 	cl := h.srv.Clients()[0]
 	found := false
 	for _, ts := range cl.Types {
@@ -101,7 +101,7 @@ func TestSotW_1_3_NackRecordedNotResent(t *testing.T) {
 		t.Fatalf("NACK not recorded: %+v", cl.Types)
 	}
 	h.put(route("r", "", "c2"))
-	r2 := c.recv()
+	r2 := c.Recv()
 	expectNames(t, r2, resource.RouteURL, "r")
 	if r2.Nonce == r.Nonce || r2.VersionInfo == r.VersionInfo {
 		t.Errorf("the next change reused nonce/version: %v", r2)
@@ -114,16 +114,16 @@ func TestSotW_1_6_AddedNameSentAgain(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("a", "", "x"), route("b", "", "x"))
 	c := h.sotw(nil)
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a"}})
-	r := c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a"}})
+	r := c.Recv()
 	expectNames(t, r, resource.RouteURL, "a")
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
-	r = c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	r = c.Recv()
 	expectNames(t, r, resource.RouteURL, "b") // RDS is not full-state: only the new one
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
-	c.barrier(h) // dropping a needs no response
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
-	r = c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	c.Barrier(h.putSecret) // dropping a needs no response
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "b"}, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
+	r = c.Recv()
 	expectNames(t, r, resource.RouteURL, "a") // unchanged, but newly added again
 }
 
@@ -133,20 +133,20 @@ func TestSotW_1_7_FullState(t *testing.T) {
 	h := newHarness(t)
 	h.put(cluster("a"), cluster("b"))
 	c := h.sotw(nil)
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"a", "b", "missing"}})
-	r := c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"a", "b", "missing"}})
+	r := c.Recv()
 	expectNames(t, r, resource.ClusterURL, "a", "b")
-	c.ack(r, "a", "b", "missing")
+	c.Ack(r, "a", "b", "missing")
 	h.put(clusterTagged("a", "changed"))
-	r = c.recv()
+	r = c.Recv()
 	expectNames(t, r, resource.ClusterURL, "a", "b") // b unchanged, still present
-	c.ack(r, "a", "b", "missing")
+	c.Ack(r, "a", "b", "missing")
 	h.remove(resource.ClusterURL, "b")
-	r = c.recv()
+	r = c.Recv()
 	expectNames(t, r, resource.ClusterURL, "a")
-	c.ack(r, "a", "b", "missing")
+	c.Ack(r, "a", "b", "missing")
 	h.remove(resource.ClusterURL, "a")
-	r = c.recv()
+	r = c.Recv()
 	expectNames(t, r, resource.ClusterURL)
 }
 
@@ -157,18 +157,18 @@ func TestSotW_1_8_StaleNonceAndAbsentNames(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("a", "", "x"))
 	c := h.sotw(nil)
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "later"}})
-	r1 := c.recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "later"}})
+	r1 := c.Recv()
 	expectNames(t, r1, resource.RouteURL, "a")
 	h.put(route("a", "", "y"))
-	r2 := c.recv()
+	r2 := c.Recv()
 	// A request carrying the older nonce, even one changing names, is stale.
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "later", "other"}, ResponseNonce: r1.Nonce, VersionInfo: r1.VersionInfo})
-	c.barrier(h)
-	c.ack(r2, "a", "later")
-	c.barrier(h)
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"a", "later", "other"}, ResponseNonce: r1.Nonce, VersionInfo: r1.VersionInfo})
+	c.Barrier(h.putSecret)
+	c.Ack(r2, "a", "later")
+	c.Barrier(h.putSecret)
 	h.put(route("later", "", "x"))
-	r := c.recv()
+	r := c.Recv()
 	expectNames(t, r, resource.RouteURL, "later")
 }
 
@@ -182,23 +182,23 @@ func TestSotW_1_9_MakeBeforeBreak(t *testing.T) {
 	}
 	h.put(cluster("A"), cla("A"), route("r", "", "A"))
 	c := h.sotw(nil)
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
-	rc := c.recv()
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointURL, ResourceNames: []string{"A", "B"}})
-	re := c.recv()
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
-	rr := c.recv()
-	c.ack(rc)
-	c.ack(re, "A", "B")
-	c.ack(rr, "r")
-	c.barrier(h)
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+	rc := c.Recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.EndpointURL, ResourceNames: []string{"A", "B"}})
+	re := c.Recv()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	rr := c.Recv()
+	c.Ack(rc)
+	c.Ack(re, "A", "B")
+	c.Ack(rr, "r")
+	c.Barrier(h.putSecret)
 
 	h.update(dbUpdate(
 		[]*resource.Variant{cluster("B"), cla("B"), route("r", "", "B")},
 		[][2]string{{resource.ClusterURL, "A"}, {resource.EndpointURL, "A"}}))
 	var seq []string
 	for range 4 {
-		r := c.recv()
+		r := c.Recv()
 		names := sotwNames(t, r)
 		slices.Sort(names)
 		seq = append(seq, fmt.Sprintf("%s%v", resource.ForURL(r.TypeUrl).Aliases[0], names))
@@ -216,15 +216,15 @@ func TestSotW_1_10_WrappedOnlyForCapableClients(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
 	plain := h.sotw(node("plain", map[string]string{"env": "prod"}))
-	plain.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
-	r := plain.recv()
+	plain.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := plain.Recv()
 	if r.Resources[0].TypeUrl != resource.RouteURL {
 		t.Fatalf("plain client got %s", r.Resources[0].TypeUrl)
 	}
 	expectNames(t, r, resource.RouteURL, "r")
 	wrapped := h.sotw(node("grpc", map[string]string{"env": "test"}, "xds.config.resource-in-sotw"))
-	wrapped.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
-	r = wrapped.recv()
+	wrapped.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r = wrapped.Recv()
 	if r.Resources[0].TypeUrl != resource.WrapperURL {
 		t.Fatalf("capable client got %s", r.Resources[0].TypeUrl)
 	}

@@ -21,6 +21,8 @@ type watch struct {
 	// tp2 is true when the client subscribed with a TP2 resource locator: it
 	// is sent variants' constraints and takes wrapped resources.
 	tp2 bool
+	// since is the db revision when the watch began.
+	since int64
 }
 
 type watchKey struct{ name, pkey string }
@@ -201,10 +203,13 @@ func appendNew(list []string, add ...string) []string {
 
 // desire computes what the client should hold: for every watch, or (when
 // only is non-nil) only for the names in only.
-func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll bool) *want {
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, honorDNC bool) *want {
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
 	add := func(v *resource.Variant, wt *watch, alias string) {
+		if honorDNC && v.DoNotCache && r.ChangedAt(typeURL, v.Name) <= wt.since {
+			return // a copy fetched for this subscription is on its way
+		}
 		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll}
 		if wrapAll {
 			// A SotW client that takes wrapped resources is sent the

@@ -206,6 +206,7 @@ func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
 	}
 	ts.watches[k] = w
 	s.watchCount++
+	w.since = s.srv.db.Rev()
 	s.srv.db.Subscribe(s.sub, ts.typ.URL, w.name, w.params)
 	return true, nil
 }
@@ -545,7 +546,7 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 			only[n] = struct{}{}
 		}
 	}
-	w := ts.desire(r, only, s.wrap)
+	w := ts.desire(r, only, s.wrap, s.srv.opts.HonorDoNotCache)
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
@@ -639,7 +640,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !full {
 		only = ts.dirty
 	}
-	w := ts.desire(r, only, false)
+	w := ts.desire(r, only, false, s.srv.opts.HonorDoNotCache)
 	resp := &response{typeURL: ts.typ.URL, version: version}
 	rem := &response{typeURL: ts.typ.URL, version: version}
 

@@ -43,14 +43,14 @@ func TestTP2_DeltaLocators(t *testing.T) {
 	h := newHarness(t)
 	h.put(fourVariants()...)
 	c := h.delta(nil)
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod", "version", "v2")}})
-	expect(t, c.recv(), "route.v3.RouteConfiguration: r [env=prod && version!=v1]")
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod", "version", "v2")}})
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: r [env=prod && version!=v1]")
 
 	// One stream may hold one name under several parameter sets (a relay):
 	// each gets its variant, and identical ones are sent once.
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{
 		loc("r", "env", "test", "version", "v1"), loc("r", "env", "canary", "version", "v1")}})
-	expect(t, c.recv(), "route.v3.RouteConfiguration: r [env!=prod && version=v1]")
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: r [env!=prod && version=v1]")
 }
 
 // TP2 "Transition Scenarios": replacing {env=prod} by {env=prod,version=v1}
@@ -60,20 +60,20 @@ func TestTP2_VariantReplacedInOneResponse(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "env=prod", "old"), route("r", "env=test", "t"))
 	c := h.delta(nil)
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod", "version", "v1")}})
-	r := c.recv()
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod", "version", "v1")}})
+	r := c.Recv()
 	expect(t, r, "route.v3.RouteConfiguration: r [env=prod]")
-	c.ack(r)
+	c.Ack(r)
 	h.update(db.Update{
 		Puts: []*resource.Variant{route("r", "env=prod && version=v1", "p1"), route("r", "env=prod && version=v2", "p2"),
 			route("r", "env=test && version=v1", "t"), route("r", "env=test && version=v2", "t")},
 		Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: "env=prod"}, {Type: resource.RouteURL, Name: "r", Constraints: "env=test"}},
 	})
-	expect(t, c.recv(), "route.v3.RouteConfiguration: r [env=prod && version=v1] -r [env=prod]")
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: r [env=prod && version=v1] -r [env=prod]")
 	// Deleting the variant, with nothing else matching, removes it by name
 	// and constraints.
 	h.update(db.Update{Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: constraint.MustParse("env=prod && version=v1").Key()}}})
-	expect(t, c.recv(), "route.v3.RouteConfiguration: -r [env=prod && version=v1]")
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: -r [env=prod && version=v1]")
 }
 
 // DESIGN.md §4.5: an unmodified client, sending plain names, gets the
@@ -92,8 +92,8 @@ func TestTP2_NodeMetadataFallback(t *testing.T) {
 		{map[string]string{"version": "v1"}, "v1"},
 	} {
 		c := h.sotw(node("legacy", tc.meta))
-		c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
-		r := c.recv()
+		c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+		r := c.Recv()
 		var rc routev3.RouteConfiguration
 		if err := r.Resources[0].UnmarshalTo(&rc); err != nil {
 			t.Fatal(err)
@@ -102,8 +102,8 @@ func TestTP2_NodeMetadataFallback(t *testing.T) {
 			t.Errorf("metadata %v: routed to %s, want %s", tc.meta, got, tc.want)
 		}
 		d := h.delta(node("legacy-delta", tc.meta))
-		d.sub(resource.RouteURL, "r")
-		dr := d.recv()
+		d.Sub(resource.RouteURL, "r")
+		dr := d.Recv()
 		if dr.Resources[0].Name != "r" || dr.Resources[0].ResourceName != nil {
 			t.Errorf("legacy delta client got resource_name %v", dr.Resources[0].ResourceName)
 		}
@@ -117,9 +117,9 @@ func TestTP2_SotWLocators(t *testing.T) {
 	h.put(fourVariants()...)
 	h.put(route("plain", "", "x"))
 	c := h.sotw(node("n", map[string]string{"env": "prod"}))
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"plain"},
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"plain"},
 		ResourceLocators: []*discoveryv3.ResourceLocator{loc("r", "env", "canary", "version", "v1")}})
-	r := c.recv()
+	r := c.Recv()
 	expectNames(t, r, resource.RouteURL, "plain", "r [env!=prod && version=v1]")
 	wrapped := 0
 	for _, a := range r.Resources {
@@ -149,33 +149,33 @@ func TestVHDS_OnDemand(t *testing.T) {
 	h := newHarness(t)
 	h.put(vhost("rc/web", "www.example.com", "*.web.example.com"), vhost("rc/api", "api.*"), vhost("rc/other", "other.com"))
 	c := h.delta(nil)
-	c.sub(resource.VirtualHostURL)
-	expect(t, c.recv(), "route.v3.VirtualHost: ")
-	c.sub(resource.VirtualHostURL, "rc/www.example.com")
-	r := c.recv()
+	c.Sub(resource.VirtualHostURL)
+	expect(t, c.Recv(), "route.v3.VirtualHost: ")
+	c.Sub(resource.VirtualHostURL, "rc/www.example.com")
+	r := c.Recv()
 	expect(t, r, "route.v3.VirtualHost: rc/web aliases=rc/www.example.com")
-	c.ack(r)
-	c.sub(resource.VirtualHostURL, "rc/api.v2", "rc/nowhere.org")
-	r = c.recv()
+	c.Ack(r)
+	c.Sub(resource.VirtualHostURL, "rc/api.v2", "rc/nowhere.org")
+	r = c.Recv()
 	expect(t, r, "route.v3.VirtualHost: rc/api aliases=rc/api.v2 rc/nowhere.org (no payload) aliases=rc/nowhere.org")
-	c.ack(r)
+	c.Ack(r)
 	// An update to a known virtual host is pushed; to an unknown one, not.
 	h.put(vhost("rc/other", "other.com", "more.com"))
-	c.barrier(h)
+	c.Barrier(h.putSecret)
 	h.put(vhost("rc/web", "www.example.com", "*.web.example.com", "new.example.com"))
-	expect(t, c.recv(), "route.v3.VirtualHost: rc/web aliases=rc/www.example.com")
+	expect(t, c.Recv(), "route.v3.VirtualHost: rc/web aliases=rc/www.example.com")
 	// A host that was not found is sent once it is.
 	h.put(vhost("rc/org", "*.org"))
-	expect(t, c.recv(), "route.v3.VirtualHost: rc/org aliases=rc/nowhere.org")
+	expect(t, c.Recv(), "route.v3.VirtualHost: rc/org aliases=rc/nowhere.org")
 	// Unsubscribing by the virtual host's name drops the alias that got it.
-	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/api"}})
-	c.barrier(h)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/api"}})
+	c.Barrier(h.putSecret)
 	h.put(vhost("rc/api", "api.*", "x.y"))
-	c.barrier(h)
+	c.Barrier(h.putSecret)
 	// Deleting a known virtual host removes it by name, and the alias it
 	// served, still subscribed, now gets the not-found answer.
 	h.remove(resource.VirtualHostURL, "rc/web")
-	expect(t, c.recv(), "route.v3.VirtualHost: rc/www.example.com (no payload) aliases=rc/www.example.com -rc/web")
+	expect(t, c.Recv(), "route.v3.VirtualHost: rc/www.example.com (no payload) aliases=rc/www.example.com -rc/web")
 }
 
 // The per-type services (StreamClusters, DeltaClusters, DeltaVirtualHosts,
@@ -226,13 +226,13 @@ func TestPerTypeServices(t *testing.T) {
 func TestSubscriptionLimit(t *testing.T) {
 	h := newHarness(t, func(o *protocol.Options) { o.MaxSubscriptions = 3 })
 	c := h.delta(nil)
-	c.sub(resource.ClusterURL, "a", "b", "c", "d")
+	c.Sub(resource.ClusterURL, "a", "b", "c", "d")
 	select {
-	case err := <-c.errs:
+	case err := <-c.Errs:
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("err = %v", err)
 		}
-	case r := <-c.resps:
+	case r := <-c.Resps:
 		t.Fatalf("answered over the limit: %v", describe(r))
 	case <-time.After(wait):
 		t.Fatal("stream not ended")

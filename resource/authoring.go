@@ -277,7 +277,7 @@ func isBlankYAML(b []byte) bool {
 	return true
 }
 
-var wrapperKeys = map[string]bool{"name": true, "type": true, "constraints": true, "resource": true}
+var wrapperKeys = map[string]bool{"name": true, "type": true, "constraints": true, "resource": true, "do_not_cache": true}
 
 func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 	var top map[string]json.RawMessage
@@ -291,6 +291,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		wName   string
 		wType   string
 		cons    constraint.Constraints
+		dnc     bool
 	)
 	if _, bare := top["@type"]; !bare {
 		var keys []string
@@ -301,7 +302,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			errs = append(errs, loc.errorf(k, "unknown field (a wrapper has name, type, constraints and resource; a bare resource starts with \"@type\")"))
+			errs = append(errs, loc.errorf(k, "unknown field (a wrapper has name, type, constraints, do_not_cache and resource; a bare resource starts with \"@type\")"))
 		}
 		raw, ok := top["resource"]
 		if !ok {
@@ -317,6 +318,11 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		if r, ok := top["type"]; ok {
 			if err := json.Unmarshal(r, &wType); err != nil {
 				errs = append(errs, loc.errorf("type", "must be a string"))
+			}
+		}
+		if r, ok := top["do_not_cache"]; ok {
+			if err := json.Unmarshal(r, &dnc); err != nil {
+				errs = append(errs, loc.errorf("do_not_cache", "must be true or false"))
 			}
 		}
 		if r, ok := top["constraints"]; ok {
@@ -432,6 +438,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		}
 	}
 	v := NewVariant(typ, canon, cons, "", payloadURL, body)
+	v.DoNotCache = dnc
 	return &Document{Location: loc, Variant: v, Message: msg, Raw: js}, nil
 }
 

@@ -1,6 +1,7 @@
 // Command xdsd is the xDS control plane, caching relay and client tool:
 //
 //	xdsd serve    serve resources from a store over xDS, with an admin API
+//	xdsd relay    a caching xDS proxy in front of one or more servers
 //	xdsd apply    apply resource files to a running server, as one batch
 //	xdsd delete   delete a resource, or one of its variants
 //	xdsd validate check resource files offline

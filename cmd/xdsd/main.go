@@ -24,6 +24,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "serve resources from a store over xDS, with an admin API", runServe},
+		{"relay", "a caching xDS proxy in front of one or more servers", runRelay},
 		{"apply", "apply resource files to a running server, as one atomic batch", runApply},
 		{"delete", "delete a resource, or one variant of it, from a running server", runDelete},
 		{"validate", "check resource files offline; nothing is stored", runValidate},

@@ -136,6 +136,7 @@ const (
 	fPayloadURL  = 2
 	fConstraints = 3
 	fBody        = 4
+	fDoNotCache  = 5
 )
 
 func encodeRecord(v *resource.Variant) ([]byte, error) {
@@ -152,6 +153,10 @@ func encodeRecord(v *resource.Variant) ([]byte, error) {
 		b = protowire.AppendTag(b, fConstraints, protowire.BytesType)
 		b = protowire.AppendBytes(b, c)
 	}
+	if v.DoNotCache {
+		b = protowire.AppendTag(b, fDoNotCache, protowire.BytesType)
+		b = protowire.AppendBytes(b, []byte{1})
+	}
 	b = protowire.AppendTag(b, fBody, protowire.BytesType)
 	return protowire.AppendBytes(b, v.Body()), nil
 }
@@ -161,6 +166,7 @@ func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 		version, payloadURL string
 		cons                constraint.Constraints
 		body                []byte
+		dnc                 bool
 	)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -190,9 +196,13 @@ func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 			cons = c
 		case fBody:
 			body = val
+		case fDoNotCache:
+			dnc = len(val) == 1 && val[0] == 1
 		}
 	}
-	return resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body), nil
+	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body)
+	v.DoNotCache = dnc
+	return v, nil
 }
 
 type txReader struct{ b *bbolt.Bucket }

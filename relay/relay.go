@@ -1,0 +1,127 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Options configure a Relay.
+type Options struct {
+	Client   client.Options
+	Protocol protocol.Options
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics (none when nil).
+	Registerer prometheus.Registerer
+}
+
+// Relay serves downstream xDS streams from a cache of its upstreams.
+type Relay struct {
+	client *client.Client
+	proto  *protocol.Server
+	hits   *prometheus.CounterVec
+	misses *prometheus.CounterVec
+}
+
+// New starts a relay of the upstreams in b (federation: each authority's
+// servers). Register it on a gRPC server made with protocol.ServerCodec().
+func New(b *client.Bootstrap, o Options) (*Relay, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &Relay{
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_relay_cache_hits_total",
+			Help: "Downstream subscriptions answered from the cache at once, by resource type."}, []string{"type"}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_relay_cache_misses_total",
+			Help: "Downstream subscriptions that had to wait for the upstream, by resource type."}, []string{"type"}),
+	}
+	co := o.Client
+	co.Logger = o.Logger
+	// Downstream clients' parameters (or node metadata) select variants
+	// upstream, never the relay's own node; and every authority goes to the
+	// relay's upstreams unless the bootstrap maps it elsewhere.
+	co.Locators = true
+	co.AnyAuthority = true
+	co.Subscribed = func(i db.Interest, cached bool) {
+		t := resource.ForURL(i.Type).Name
+		if cached {
+			r.hits.WithLabelValues(t).Inc()
+		} else {
+			r.misses.WithLabelValues(t).Inc()
+		}
+	}
+	c, err := client.New(b, co)
+	if err != nil {
+		return nil, err
+	}
+	r.client = c
+	po := o.Protocol
+	po.Logger, po.Registerer = o.Logger, o.Registerer
+	po.HonorDoNotCache = true
+	r.proto = protocol.NewServer(c.DB(), po)
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(r.hits, r.misses, &upstreamCollector{c: c})
+	}
+	return r, nil
+}
+
+// Register registers every xDS service on g.
+func (r *Relay) Register(g *grpc.Server) { r.proto.Register(g) }
+
+// Close ends the downstream streams and the upstream ones.
+func (r *Relay) Close() {
+	r.proto.Close()
+	r.client.Close()
+}
+
+// Clients reports the downstream streams.
+func (r *Relay) Clients() []protocol.Client { return r.proto.Clients() }
+
+// Upstreams reports the upstream streams.
+func (r *Relay) Upstreams() []client.Upstream { return r.client.Upstreams() }
+
+// Resources lists what the cache holds, for the admin API.
+func (r *Relay) Resources(context.Context) (int64, []*resource.Variant, error) {
+	var (
+		rev int64
+		out []*resource.Variant
+	)
+	r.client.DB().Read(func(rd *db.Reader) {
+		rev = rd.Rev()
+		rd.Everything(func(v *resource.Variant) { out = append(out, v) })
+	})
+	return rev, out, nil
+}
+
+// upstreamCollector reports upstream subscriptions and connection state.
+type upstreamCollector struct{ c *client.Client }
+
+var (
+	upSubsDesc = prometheus.NewDesc("xdsd_relay_upstream_subscriptions", "Subscriptions held upstream, by upstream.", []string{"upstream"}, nil)
+	upConnDesc = prometheus.NewDesc("xdsd_relay_upstream_connected", "1 when the upstream stream is up, by upstream and the server it is on.", []string{"upstream", "server"}, nil)
+)
+
+func (u *upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- upSubsDesc
+	ch <- upConnDesc
+}
+
+func (u *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, up := range u.c.Upstreams() {
+		name := up.Servers[0]
+		ch <- prometheus.MustNewConstMetric(upSubsDesc, prometheus.GaugeValue, float64(up.Subscriptions), name)
+		connected := 0.0
+		if up.Connected != "" {
+			connected = 1
+		}
+		ch <- prometheus.MustNewConstMetric(upConnDesc, prometheus.GaugeValue, connected, name, up.Connected)
+	}
+}
