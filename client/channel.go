@@ -360,12 +360,14 @@ func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
 		t.requested = false
 		t.toSub, t.toUnsub = nil, nil
 		t.ack = nil
+		// A nonce belongs to one stream (§1.1); a version to one server
+		// (§1.4: the first request after a reconnect carries the last
+		// version seen — from that server).
+		t.nonce = ""
 		if !sameServer {
-			t.version, t.nonce = "", ""
-			t.declare = false
-		} else {
-			t.declare = true
+			t.version = ""
 		}
+		t.declare = sameServer
 	}
 	back := make(chan struct{})
 	ch.switchBack = back
@@ -779,5 +781,58 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		}
 		delete(t.held, n)
 	}
+	u.Known = t.answered(b)
 	return u
+}
+
+// answered lists the subscriptions a response answered — with a variant
+// for their parameters, or by saying there is none — so that a relay tells
+// its downstream clients only what its upstream has said (db.NewCache).
+func (t *upType) answered(b *decoded) []db.Interest {
+	absent := map[string]bool{}
+	for _, ns := range [][]string{b.removed, b.emptied, b.notFound} {
+		for _, n := range ns {
+			absent[n] = true
+		}
+	}
+	byName := map[string][]*resource.Variant{}
+	inGlob := map[string]bool{}
+	for _, v := range b.puts {
+		byName[v.Name] = append(byName[v.Name], v)
+		if g, ok := db.InGlob(v.Name); ok {
+			inGlob[g] = true
+		}
+	}
+	goneBy := map[string][]string{}
+	for _, k := range b.gone {
+		goneBy[k.Name] = append(goneBy[k.Name], k.Constraints)
+	}
+	var out []db.Interest
+	for k, s := range t.subs {
+		n := k.name
+		known := absent[n] || b.aliases[n] != ""
+		switch {
+		case known:
+		case n == db.Wildcard:
+			known = true // a response of the type answers the wildcard
+		case inGlob[n]:
+			known = true
+		default:
+			for _, v := range byName[n] {
+				known = known || !s.tp2 || v.Constraints.Match(s.params)
+			}
+			for _, ck := range goneBy[n] {
+				// The variant serving these parameters went, and nothing
+				// replaced it in the same response (TP2: a replacement
+				// comes in one response): there is none for them.
+				if c, err := constraint.Parse(ck); err == nil && (!s.tp2 || c.Match(s.params)) {
+					known = true
+				}
+			}
+		}
+		if known {
+			out = append(out, db.Interest{Type: t.url, Name: n, Params: k.pkey})
+		}
+	}
+	return out
 }

@@ -112,7 +112,7 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{},
 		watchers: map[[2]string]map[*watcher]struct{}{}, dirty: map[*watcher]struct{}{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	c.db = db.New(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
+	c.db = db.NewCache(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
 	go c.deliverLoop()
 	return c, nil
 }
@@ -273,9 +273,13 @@ func (c *Client) evict(i db.Interest, alias string) {
 		}
 	}
 	c.mu.Unlock()
-	if len(gone) > 0 {
-		c.db.Update(db.Update{Removes: gone})
+	// Forget that the source answered for the name: a later subscription
+	// must ask again.
+	u := db.Update{Removes: gone, Unknown: []db.Interest{i, {Type: i.Type, Name: i.Name, Params: db.AnyParams}}}
+	if alias != "" {
+		u.Unknown = append(u.Unknown, db.Interest{Type: i.Type, Name: alias, Params: i.Params})
 	}
+	c.db.Update(u)
 }
 
 // coveredLocked reports whether a remaining interest covers a resource.
@@ -321,6 +325,7 @@ func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
 		st.absent = true
 		st.timer = nil
 		c.mu.Unlock()
+		c.db.Update(db.Update{Known: []db.Interest{{Type: k[0], Name: k[1], Params: db.AnyParams}}})
 		c.schedule(k)
 	})
 }
@@ -372,7 +377,7 @@ func (c *Client) channelState(ch *channel, up bool) {
 // applied is told what a channel stored from a response: it updates the db
 // and the resources' status, and wakes their watchers.
 func (c *Client) applied(typeURL string, u db.Update, d *decoded) {
-	if len(u.Puts)+len(u.Deletes)+len(u.Removes) > 0 {
+	if len(u.Puts)+len(u.Deletes)+len(u.Removes)+len(u.Known) > 0 {
 		c.db.Update(u)
 	}
 	var keys [][2]string

@@ -14,9 +14,14 @@ import (
 // Wildcard is the name of a wildcard subscription.
 const Wildcard = "*"
 
+// AnyParams, as the Params of a Known, answers for a name under every
+// parameter set (a client that gave up waiting: does-not-exist).
+const AnyParams = "\x00any"
+
 // DB is the subscription database. It is safe for concurrent use.
 type DB struct {
 	mu       sync.RWMutex
+	cache    bool
 	rev      int64
 	tables   map[string]*table
 	interest map[subKey]int // subscriptions per distinct Interest, across subscribers
@@ -45,13 +50,25 @@ type Interest struct {
 	Params string // constraint.Params.Key()
 }
 
-// New returns an empty database.
+// New returns an empty database whose contents are authoritative: a name
+// it does not hold does not exist (a server's).
 func New(h Hooks) *DB {
 	return &DB{tables: map[string]*table{}, interest: map[subKey]int{}, hooks: h}
 }
 
+// NewCache returns an empty database whose contents are a cache of
+// another source (a client's, a relay's): a name it does not hold is
+// unknown until the source says it does not exist (Update.Known), so a
+// relay never tells a downstream client "does not exist" on a mere miss.
+func NewCache(h Hooks) *DB {
+	d := New(h)
+	d.cache = true
+	return d
+}
+
 type table struct {
 	typ      *resource.Type
+	known    map[string]map[string]bool // cache: name (also Wildcard, globs, VHDS names) → parameter keys the source has answered
 	entries  map[string]*entry
 	wildcard map[*Subscriber]int
 	globs    map[string]*glob // by canonical glob URL
@@ -96,6 +113,7 @@ func (d *DB) table(typeURL string) *table {
 			entries:  map[string]*entry{},
 			wildcard: map[*Subscriber]int{},
 			globs:    map[string]*glob{},
+			known:    map[string]map[string]bool{},
 		}
 		if typeURL == resource.VirtualHostURL {
 			t.vhds = map[string]*vhds{}
@@ -158,6 +176,11 @@ type Update struct {
 	Deletes []resource.Key
 	// Removes remove every variant of a resource (type URL, name).
 	Removes [][2]string
+	// Known marks subscriptions — a resource, Wildcard, a glob URL or a
+	// VHDS name, under a parameter key — as answered by the source (a
+	// cache's); Unknown forgets that (when the cache stops following them).
+	// A server's db ignores both.
+	Known, Unknown []Interest
 	// At is when the change was made, for apply-to-send latency; zero means
 	// now.
 	At time.Time
@@ -254,8 +277,47 @@ func (d *DB) Update(u Update) {
 		m.entry(t, e)
 		t.gc(e)
 	}
+	if d.cache {
+		for _, k := range u.Unknown {
+			if t := d.tables[k.Type]; t != nil && t.known[k.Name] != nil {
+				delete(t.known[k.Name], k.Params)
+				if len(t.known[k.Name]) == 0 {
+					delete(t.known, k.Name)
+				}
+			}
+		}
+		for _, k := range u.Known {
+			t := d.table(k.Type)
+			if t.known[k.Name] == nil {
+				t.known[k.Name] = map[string]bool{}
+			}
+			if t.known[k.Name][k.Params] {
+				continue
+			}
+			t.known[k.Name][k.Params] = true
+			m.name(t, k.Name)
+		}
+	}
 	d.mu.Unlock()
 	m.signal()
+}
+
+// Known reports whether the source has answered for a name under a
+// parameter set (always, for a server's db): a resource, Wildcard, a glob
+// URL or a VHDS name. A held variant matching the parameters answers.
+func (r *Reader) Known(typeURL, n string, params constraint.Params) bool {
+	if !r.d.cache {
+		return true
+	}
+	t := r.d.tables[typeURL]
+	if t == nil {
+		return false
+	}
+	if k := t.known[n]; k[params.Key()] || k[AnyParams] {
+		return true
+	}
+	e := t.entries[n]
+	return e != nil && e.selectVariant(params) != nil
 }
 
 // reindex keeps the glob and VHDS indexes in step with an entry's variants.
@@ -311,6 +373,26 @@ func (m *marker) entry(t *table, e *entry) {
 	if e.vhds != nil {
 		for s := range e.vhds.subs {
 			m.mark(s, t.typ.URL, e.name)
+		}
+	}
+}
+
+// name marks the subscribers of a name (a resource, Wildcard, a glob).
+func (m *marker) name(t *table, n string) {
+	switch {
+	case n == Wildcard:
+		for s := range t.wildcard {
+			m.mark(s, t.typ.URL, n)
+		}
+	case t.globs[n] != nil:
+		for s := range t.globs[n].subs {
+			m.mark(s, t.typ.URL, n)
+		}
+	default:
+		if e := t.entries[n]; e != nil {
+			for s := range e.subs {
+				m.mark(s, t.typ.URL, n)
+			}
 		}
 	}
 }

@@ -161,6 +161,11 @@ type want struct {
 	absent map[string]bool // explicitly watched names that do not exist → forced
 	globs  map[string]bool // glob watches with no member → forced
 	order  []string
+	// pending: some watched name is not known yet (a cache miss a relay is
+	// still fetching): nothing may be said about it, and a response that
+	// would (a SotW full state, a wildcard's first answer) waits.
+	pending         bool
+	pendingWildcard bool
 }
 
 func (w *want) add(it item) {
@@ -238,6 +243,10 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 				// configuration (README "On-demand VHDS").
 				continue
 			}
+			if !r.Known(typeURL, db.Wildcard, wt.params) {
+				w.pending, w.pendingWildcard = true, true
+				continue
+			}
 			if only == nil {
 				r.All(typeURL, wt.params, func(v *resource.Variant) { add(v, wt, "") })
 				continue
@@ -252,8 +261,12 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 			forced := ts.forced(wt, wt.name)
 			if only == nil || forced {
 				r.GlobMembers(typeURL, wt.name, wt.params, func(v *resource.Variant) { add(v, wt, ""); found = true })
-				if !found {
+				switch {
+				case found:
+				case r.Known(typeURL, wt.name, wt.params):
 					w.globs[wt.name] = forced
+				default:
+					w.pending = true
 				}
 				continue
 			}
@@ -267,8 +280,10 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 		case watchVHDS:
 			if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil {
 				add(v, wt, wt.name)
-			} else {
+			} else if r.Known(typeURL, wt.name, wt.params) {
 				w.add(item{name: wt.name, aliases: []string{wt.name}, forced: ts.forced(wt, wt.name)})
+			} else {
+				w.pending = true
 			}
 		default:
 			if !covers(wt.name) && !ts.forced(wt, wt.name) {
@@ -276,8 +291,10 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 			}
 			if v := r.Get(typeURL, wt.name, wt.params); v != nil {
 				add(v, wt, "")
-			} else {
+			} else if r.Known(typeURL, wt.name, wt.params) {
 				w.absent[wt.name] = w.absent[wt.name] || ts.forced(wt, wt.name)
+			} else {
+				w.pending = true
 			}
 		}
 	}

@@ -176,7 +176,6 @@ func (s *stream) typeState(typeURL string) *typeState {
 	if ts == nil {
 		ts = newTypeState(resource.ForURL(typeURL))
 		s.types[typeURL] = ts
-		ts.mustReply = true
 	}
 	return ts
 }
@@ -534,7 +533,6 @@ func protoNonce(delta bool) protowire.Number {
 // deferRemovals, a full-state response first keeps the resources it would
 // drop, and a second response drops them.
 func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferRemovals bool) (now, later *response) {
-	defer ts.reset()
 	full := ts.typ.FullState || ts.dirtyAll
 	var only map[string]struct{}
 	if !full {
@@ -550,6 +548,13 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
+	if ts.typ.FullState && w.pending {
+		// A full state would say the names not known yet do not exist:
+		// wait, keeping what is due, until the source answers for them.
+		ts.dirty = nil
+		return nil, nil
+	}
+	defer ts.reset()
 	resp := &response{typeURL: ts.typ.URL, sotw: true, version: version}
 	changed := false
 	if ts.typ.FullState {
@@ -632,7 +637,11 @@ func (ts *typeState) reset() {
 // changed for the client, and what it must drop (PROTOCOL.md §2). With
 // deferRemovals the drops go in a second response.
 func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, deferRemovals bool) (now, later *response) {
-	defer ts.reset()
+	keepReply := false
+	defer func() {
+		ts.reset()
+		ts.mustReply = keepReply
+	}()
 	// Virtual hosts resolve by domain across the whole route configuration,
 	// so any change may move an alias: recompute them all.
 	full := ts.dirtyAll || ts.typ.URL == resource.VirtualHostURL
@@ -724,7 +733,11 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !rem.empty() {
 		later = rem
 	}
-	if !resp.empty() || ts.mustReply {
+	if resp.empty() && ts.mustReply && w.pendingWildcard {
+		// A wildcard's first answer waits for the source's; an empty one
+		// would say there is nothing.
+		keepReply = true
+	} else if !resp.empty() || ts.mustReply {
 		now = resp
 	}
 	if now == nil && later != nil {

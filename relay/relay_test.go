@@ -1,0 +1,293 @@
+package relay_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/protocol/protocoltest"
+	"github.com/xdsd/xdsd/relay"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// relayUnderTest is a relay on loopback, and a client connection to it.
+type relayUnderTest struct {
+	r    *relay.Relay
+	reg  *prometheus.Registry
+	addr string
+	conn *grpc.ClientConn
+}
+
+func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
+	t.Helper()
+	tr := "delta"
+	if sotw {
+		tr = "sotw"
+	}
+	js, _ := json.Marshal(map[string]any{
+		"xds_servers": []any{map[string]any{"server_uri": upstream, "channel_creds": []any{map[string]any{"type": "insecure"}}, "transport": tr}},
+		"node":        map[string]any{"id": "relay"},
+	})
+	b, err := client.ParseBootstrap(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := relay.New(b, relay.Options{Logger: servertest.Quiet, Registerer: reg,
+		Client: client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(protocol.ServerCodec())
+	r.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		r.Close()
+		g.Stop()
+	})
+	return &relayUnderTest{r: r, reg: reg, addr: lis.Addr().String(), conn: conn}
+}
+
+func clusterDoc(name, tag string) string {
+	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: %q\nalt_stat_name: %q\n", name, tag)
+}
+
+func routeVariant(cons, tag string) string {
+	return fmt.Sprintf("name: r\nconstraints: %s\nresource:\n  \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  virtual_hosts: [{name: %s, domains: [\"*\"]}]\n", cons, tag)
+}
+
+func loc(n string, kv ...string) *discoveryv3.ResourceLocator {
+	l := &discoveryv3.ResourceLocator{Name: n, DynamicParameters: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l.DynamicParameters[kv[i]] = kv[i+1]
+	}
+	return l
+}
+
+// upstreamStreams counts the origin's streams.
+func upstreamStreams(o *servertest.Origin) int { return len(o.Srv.Clients()) }
+
+// 100 downstream streams with identical subscriptions make exactly one
+// upstream subscription, read from the origin's clients.
+func TestOneUpstreamSubscriptionForMany(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(clusterDoc("c", "1"))
+	rl := startRelay(t, o.Addr, false)
+	const n = 100
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				d := protocoltest.NewDelta(t, rl.conn, protocoltest.Node(fmt.Sprint("d", i), nil))
+				d.Sub(resource.ClusterURL, "c")
+				if got := protocoltest.Describe(d.Recv()); got != "cluster.v3.Cluster: c" {
+					t.Errorf("delta stream %d: %s", i, got)
+				}
+				return
+			}
+			s := protocoltest.NewSotW(t, rl.conn, protocoltest.Node(fmt.Sprint("s", i), nil))
+			s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}})
+			if got := protocoltest.SotWNames(t, s.Recv()); len(got) != 1 || got[0] != "c" {
+				t.Errorf("sotw stream %d: %v", i, got)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := o.Subscriptions("c"); got != 1 {
+		t.Errorf("origin holds %d subscriptions to c, want 1", got)
+	}
+	if got := upstreamStreams(o); got != 1 {
+		t.Errorf("origin serves %d streams, want 1", got)
+	}
+	if got := len(rl.r.Clients()); got != n {
+		t.Errorf("relay serves %d downstream streams, want %d", got, n)
+	}
+	hits := testutil.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_hits_total"))
+	misses := testutil.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_misses_total"))
+	if hits+misses != n || misses < 1 {
+		t.Errorf("cache hits %v misses %v", hits, misses)
+	}
+}
+
+func relayCounter(t *testing.T, rl *relayUnderTest, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := rl.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name})
+	c.Add(sum)
+	return c
+}
+
+// Two parameter sets make two upstream subscriptions; each downstream gets
+// its own variant, with its constraints (TP2: proxies MUST send them); a
+// legacy client's node metadata counts as its parameters.
+func TestVariantsPerParameterSet(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(routeVariant("env=prod", "prod") + "---\n" + routeVariant("env=test", "test"))
+	rl := startRelay(t, o.Addr, false)
+	prod := protocoltest.NewDelta(t, rl.conn, nil)
+	prod.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+	if got := protocoltest.Describe(prod.Recv()); got != "route.v3.RouteConfiguration: r [env=prod]" {
+		t.Fatalf("prod: %s", got)
+	}
+	test := protocoltest.NewDelta(t, rl.conn, nil)
+	test.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "test")}})
+	if got := protocoltest.Describe(test.Recv()); got != "route.v3.RouteConfiguration: r [env=test]" {
+		t.Fatalf("test: %s", got)
+	}
+	legacy := protocoltest.NewSotW(t, rl.conn, protocoltest.Node("legacy", map[string]string{"env": "prod"}))
+	legacy.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := legacy.Recv()
+	if len(r.Resources) != 1 || !strings.Contains(string(r.Resources[0].Value), "prod") {
+		t.Fatalf("legacy client got %v", protocoltest.SotWNames(t, r))
+	}
+	if got := o.Subscriptions("r"); got != 2 {
+		t.Errorf("origin holds %d subscriptions to r, want 2 (one per parameter set)", got)
+	}
+}
+
+// The origin goes away: the relay keeps serving its cache to existing and
+// new downstream clients, and nobody sees a removal; when it is back,
+// changes flow again.
+func TestServesThroughOutage(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		t.Run(fmt.Sprint("sotw=", sotw), func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply(clusterDoc("c", "1"))
+			rl := startRelay(t, o.Addr, sotw)
+			old := protocoltest.NewDelta(t, rl.conn, nil)
+			old.Sub(resource.ClusterURL, "c")
+			old.Ack(old.Recv())
+			oldWildcard := protocoltest.NewSotW(t, rl.conn, nil)
+			oldWildcard.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+			oldWildcard.Ack(oldWildcard.Recv())
+			o.Stop()
+			fresh := protocoltest.NewDelta(t, rl.conn, nil)
+			fresh.Sub(resource.ClusterURL, "c")
+			if got := protocoltest.Describe(fresh.Recv()); got != "cluster.v3.Cluster: c" {
+				t.Fatalf("new client during the outage: %s", got)
+			}
+			// A wildcard another client had asked for is known too.
+			legacy := protocoltest.NewSotW(t, rl.conn, nil)
+			legacy.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+			if got := protocoltest.SotWNames(t, legacy.Recv()); len(got) != 1 {
+				t.Fatalf("new wildcard client during the outage: %v", got)
+			}
+			o.Apply(clusterDoc("c", "2")) // changed while the origin is down
+			o.Start()
+			// The first thing anyone hears after the outage is the change:
+			// a removal would have come first.
+			for _, d := range []*protocoltest.Delta{old, fresh} {
+				r := d.Recv()
+				if got := protocoltest.Describe(r); got != "cluster.v3.Cluster: c" || len(r.Resources) != 1 || r.Resources[0].Version != "2" {
+					t.Fatalf("after the outage: %s (version %v)", got, r.Resources)
+				}
+			}
+			o.Apply(clusterDoc("c", "3"))
+			if r := old.Recv(); r.Resources[0].Version != "3" {
+				t.Fatalf("changes stopped flowing: %s", protocoltest.Describe(r))
+			}
+		})
+	}
+}
+
+// A relay can be the upstream of another relay; constraints survive the
+// chain.
+func TestChainOfRelays(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(routeVariant("env=prod", "prod") + "---\n" + routeVariant("env=test", "test"))
+	first := startRelay(t, o.Addr, false)
+	second := startRelay(t, first.addr, false)
+	d := protocoltest.NewDelta(t, second.conn, nil)
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "test")}})
+	r := d.Recv()
+	if got := protocoltest.Describe(r); got != "route.v3.RouteConfiguration: r [env=test]" {
+		t.Fatalf("through two relays: %s", got)
+	}
+	if r.Resources[0].Version != "1" {
+		t.Errorf("version changed along the chain: %s", r.Resources[0].Version)
+	}
+	o.Apply(routeVariant("env=prod", "prod2") + "---\n" + routeVariant("env=test", "test2"))
+	if got := protocoltest.Describe(d.Recv()); got != "route.v3.RouteConfiguration: r [env=test]" {
+		t.Fatalf("update through two relays: %s", got)
+	}
+}
+
+// cache_control.do_not_cache: a relay does not answer a new subscription
+// from such a copy; it fetches it again. An ordinary resource is answered
+// from the cache.
+func TestDoNotCache(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		t.Run(fmt.Sprint("sotw=", sotw), func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  name: private\n---\n" +
+				"\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: shared\n")
+			rl := startRelay(t, o.Addr, sotw)
+			fetched := func() int64 {
+				var n int64
+				for _, u := range rl.r.Upstreams() {
+					n += u.Resources
+				}
+				return n
+			}
+			for i, want := range []int64{2, 3} {
+				d := protocoltest.NewDelta(t, rl.conn, nil)
+				d.Sub(resource.RouteURL, "private", "shared")
+				// The fresh copy may come in a response of its own.
+				got := map[string]bool{}
+				for len(got) < 2 {
+					r := d.Recv()
+					if len(r.RemovedResources)+len(r.RemovedResourceNames) > 0 {
+						t.Fatalf("subscriber %d told of a removal: %s", i, protocoltest.Describe(r))
+					}
+					for _, res := range r.Resources {
+						if got[res.Name] {
+							t.Fatalf("subscriber %d got %s twice", i, res.Name)
+						}
+						got[res.Name] = true
+						if res.Name == "private" && !res.GetCacheControl().GetDoNotCache() {
+							t.Errorf("do_not_cache not passed on")
+						}
+					}
+				}
+				if got := fetched(); got != want {
+					t.Errorf("subscriber %d: %d resources fetched upstream, want %d", i, got, want)
+				}
+			}
+		})
+	}
+}
