@@ -60,7 +60,7 @@ type proc struct {
 	logs  *strings.Builder
 }
 
-var servingRE = regexp.MustCompile(`msg="xdsd serving" xds=(\S+) admin=(\S+)`)
+var servingRE = regexp.MustCompile(`msg="xdsd (?:relay )?serving" xds=(\S+) admin=(\S+)`)
 
 // startXdsd runs `xdsd serve` on loopback ports it picks itself, with the
 // given extra flags, and waits until it has loaded its store.
@@ -73,8 +73,19 @@ func startXdsd(t *testing.T, args ...string) *proc {
 // that a stopped server can be started again as the same server.
 func startXdsdAt(t *testing.T, storePath, xdsAddr string, args ...string) *proc {
 	t.Helper()
-	args = append([]string{"serve", "--xds-addr", xdsAddr, "--admin-addr", "127.0.0.1:0",
-		"--store", "bolt:" + storePath}, args...)
+	return startProc(t, append([]string{"serve", "--xds-addr", xdsAddr, "--admin-addr", "127.0.0.1:0",
+		"--store", "bolt:" + storePath}, args...)...)
+}
+
+// startRelay runs `xdsd relay` in front of upstream.
+func startRelay(t *testing.T, upstream string, args ...string) *proc {
+	t.Helper()
+	return startProc(t, append([]string{"relay", "--upstream", upstream, "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// startProc runs an xdsd command that serves, and waits until it says so.
+func startProc(t *testing.T, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(xdsdBin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -113,6 +124,18 @@ func startXdsdAt(t *testing.T, storePath, xdsAddr string, args ...string) *proc 
 	}
 	return p
 }
+
+// storePath is the bolt file a server was started with.
+func (p *proc) storePath() string {
+	for i, a := range p.cmd.Args {
+		if a == "--store" && i+1 < len(p.cmd.Args) {
+			return strings.TrimPrefix(p.cmd.Args[i+1], "bolt:")
+		}
+	}
+	return ""
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // stop interrupts the server and waits for it to exit.
 func (p *proc) stop() {
