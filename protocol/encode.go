@@ -49,6 +49,16 @@ type response struct {
 	// removed_resource_names.
 	removed      []string
 	removedNames []removal
+
+	// The body, encoded once however many streams send it.
+	once sync.Once
+	body []byte
+}
+
+// encoded returns r's body, encoding it (or finding it in the cache) once.
+func (r *response) encoded(c *bodyCache) []byte {
+	r.once.Do(func() { r.body = c.body(r) })
+	return r.body
 }
 
 func (r *response) empty() bool {

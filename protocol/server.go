@@ -52,6 +52,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	cache   *bodyCache
+	memo    memo
 	metrics *metrics
 
 	ids     atomic.Uint64
@@ -323,7 +324,7 @@ func (st *stream) status() Client {
 		for _, w := range ts.sortedWatches() {
 			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.name, Params: w.params, Locator: w.tp2})
 		}
-		for _, h := range ts.held {
+		for _, h := range ts.held.m {
 			t.Resources += len(h.variants)
 		}
 		c.Types = append(c.Types, t)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/db"
@@ -78,7 +79,17 @@ type Nack struct {
 type typeState struct {
 	typ     *resource.Type
 	watches map[watchKey]*watch
-	held    map[string]*held
+	held    *heldSet
+
+	// sorted, byName, special and sig derive from watches (sorted is nil
+	// when they changed): the watches in order; the named ones by name and
+	// the wildcard and glob ones, so a change looks only at the watches
+	// covering it; and an interned signature under which streams with the
+	// same subscriptions share their computations.
+	sorted  []*watch
+	byName  map[string][]*watch
+	special []*watch
+	sig     unique.Handle[string]
 
 	// SotW: whether any request named resources (PROTOCOL.md §1.5).
 	everNamed bool
@@ -107,7 +118,48 @@ type typeState struct {
 }
 
 func newTypeState(t *resource.Type) *typeState {
-	return &typeState{typ: t, watches: map[watchKey]*watch{}, held: map[string]*held{}}
+	return &typeState{typ: t, watches: map[watchKey]*watch{}, held: emptyHeld}
+}
+
+// heldSet is what a client holds of one type, by name. Streams in step
+// share one (see memo), so it is copy-on-write: a shared set is never
+// changed, only replaced.
+type heldSet struct {
+	m      map[string]*held
+	shared bool
+}
+
+// emptyHeld is every new type state's set, shared so that streams that
+// subscribe alike start in step.
+var emptyHeld = &heldSet{m: map[string]*held{}, shared: true}
+
+func (h *heldSet) get(n string) *held { return h.m[n] }
+func (h *heldSet) len() int           { return len(h.m) }
+
+// writable returns a set the caller may change: h itself, or a copy if h
+// is shared.
+func (h *heldSet) writable() *heldSet {
+	if !h.shared {
+		return h
+	}
+	m := make(map[string]*held, len(h.m)+1)
+	for k, v := range h.m {
+		m[k] = v
+	}
+	return &heldSet{m: m}
+}
+
+func (ts *typeState) setHeld(n string, h *held) {
+	ts.held = ts.held.writable()
+	ts.held.m[n] = h
+}
+
+func (ts *typeState) delHeld(n string) {
+	if _, ok := ts.held.m[n]; !ok {
+		return
+	}
+	ts.held = ts.held.writable()
+	delete(ts.held.m, n)
 }
 
 func (ts *typeState) markDirty(n string, at time.Time) {
@@ -234,7 +286,22 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 		_, ok := only[n]
 		return ok
 	}
-	for _, wt := range ts.sortedWatches() {
+	// A change looks only at the watches that cover its names, in a fixed
+	// order, so identical streams compute identical responses.
+	watches := ts.sortedWatches()
+	var onlyNames []string
+	if only != nil {
+		onlyNames = make([]string, 0, len(only))
+		for n := range only {
+			onlyNames = append(onlyNames, n)
+		}
+		sort.Strings(onlyNames)
+		watches = append([]*watch(nil), ts.special...)
+		for _, n := range onlyNames {
+			watches = append(watches, ts.byName[n]...)
+		}
+	}
+	for _, wt := range watches {
 		switch kindOf(typeURL, wt.name) {
 		case watchWildcard:
 			if typeURL == resource.VirtualHostURL {
@@ -251,7 +318,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 				r.All(typeURL, wt.params, func(v *resource.Variant) { add(v, wt, "") })
 				continue
 			}
-			for n := range only {
+			for _, n := range onlyNames {
 				if v := r.Get(typeURL, n, wt.params); v != nil {
 					add(v, wt, "")
 				}
@@ -270,7 +337,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 				}
 				continue
 			}
-			for n := range only {
+			for _, n := range onlyNames {
 				if g, ok := db.InGlob(n); ok && g == wt.name {
 					if v := r.Get(typeURL, n, wt.params); v != nil {
 						add(v, wt, "")
@@ -301,7 +368,15 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 	return w
 }
 
+// watchesChanged drops what derives from the watches.
+func (ts *typeState) watchesChanged() { ts.sorted = nil }
+
+// sortedWatches returns the watches in order, indexing them on first use
+// after a change.
 func (ts *typeState) sortedWatches() []*watch {
+	if ts.sorted != nil || len(ts.watches) == 0 {
+		return ts.sorted
+	}
 	out := make([]*watch, 0, len(ts.watches))
 	for _, w := range ts.watches {
 		out = append(out, w)
@@ -312,6 +387,26 @@ func (ts *typeState) sortedWatches() []*watch {
 		}
 		return out[i].pkey < out[j].pkey
 	})
+	ts.sorted = out
+	ts.byName = map[string][]*watch{}
+	ts.special = nil
+	var b strings.Builder
+	for _, w := range out {
+		switch kindOf(ts.typ.URL, w.name) {
+		case watchWildcard, watchGlob:
+			ts.special = append(ts.special, w)
+		default:
+			ts.byName[w.name] = append(ts.byName[w.name], w)
+		}
+		b.WriteString(w.name)
+		b.WriteByte(0)
+		b.WriteString(w.pkey)
+		if w.tp2 {
+			b.WriteByte(1)
+		}
+		b.WriteByte(0)
+	}
+	ts.sig = unique.Make(b.String())
 	return out
 }
 

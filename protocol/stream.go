@@ -204,6 +204,7 @@ func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
 		return false, status.Errorf(codes.ResourceExhausted, "more than %d subscriptions on one stream", s.srv.opts.MaxSubscriptions)
 	}
 	ts.watches[k] = w
+	ts.watchesChanged()
 	s.watchCount++
 	w.since = s.srv.db.Rev()
 	s.srv.db.Subscribe(s.sub, ts.typ.URL, w.name, w.params)
@@ -216,6 +217,7 @@ func (s *stream) dropWatch(ts *typeState, k watchKey) {
 		return
 	}
 	delete(ts.watches, k)
+	ts.watchesChanged()
 	s.watchCount--
 	s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
 }
@@ -351,7 +353,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		// §2.9: a reconnecting client lists what it holds; nothing it
 		// already has is sent again (§6.6).
 		for n, v := range req.GetInitialResourceVersions() {
-			ts.held[canonical(n)] = &held{variants: []heldVariant{{version: v}}}
+			ts.setHeld(canonical(n), &held{variants: []heldVariant{{version: v}}})
 		}
 	}
 	changed := false
@@ -365,7 +367,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		// §2.2: every subscribed name is answered, even when the server
 		// believes the client is current, except what the client declared
 		// in initial_resource_versions on this same request.
-		if _, declared := ts.held[w.name]; !(first && declared) && w.name != db.Wildcard {
+		if declared := ts.held.get(w.name) != nil; !(first && declared) && w.name != db.Wildcard {
 			ts.forceWatch(w)
 		}
 		if w.name == db.Wildcard {
@@ -472,15 +474,11 @@ func (s *stream) collect() []out {
 	var first, last []*response
 	var owners, lastOwners []*typeState
 	s.srv.db.Read(func(r *db.Reader) {
-		version := versionOf(r.Rev())
+		rev := r.Rev()
+		version := versionOf(rev)
 		deferRemovals := s.fixedType == "" && len(busy) > 1
 		for _, ts := range busy {
-			var now, later *response
-			if s.delta {
-				now, later = s.computeDelta(r, ts, version, deferRemovals && breaks(ts.typ))
-			} else {
-				now, later = s.computeSotW(r, ts, version, deferRemovals && breaks(ts.typ))
-			}
+			now, later := s.compute(r, ts, rev, version, deferRemovals && breaks(ts.typ))
 			if now != nil {
 				first, owners = append(first, now), append(owners, ts)
 			}
@@ -511,7 +509,7 @@ func (s *stream) finish(ts *typeState, r *response) out {
 	s.nonces++
 	nonce := strconv.FormatUint(s.nonces, 10)
 	field := protoNonce(s.delta)
-	enc := &Encoded{Body: s.srv.cache.body(r), Nonce: nonceField(field, nonce)}
+	enc := &Encoded{Body: r.encoded(s.srv.cache), Nonce: nonceField(field, nonce)}
 	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, time.Now()
 	if s.delta {
 		ts.recent = append(ts.recent, nonce)
@@ -563,13 +561,13 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 		for _, n := range w.order {
 			for _, it := range w.byName[n] {
 				resp.items = append(resp.items, it)
-				if it.forced || !ts.held[n].has(it) {
+				if it.forced || !ts.held.get(n).has(it) {
 					changed = true
 				}
 			}
 		}
 		var dropped []item
-		for n, h := range ts.held {
+		for n, h := range ts.held.m {
 			if _, ok := w.byName[n]; !ok && !h.absent {
 				changed = true
 				for _, hv := range h.variants {
@@ -595,22 +593,22 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 	// changed or newly asked for.
 	for _, n := range w.order {
 		for _, it := range w.byName[n] {
-			if it.forced || !ts.held[n].has(it) {
+			if it.forced || !ts.held.get(n).has(it) {
 				resp.items = append(resp.items, it)
 			}
 		}
-		ts.held[n] = heldFrom(w.byName[n])
+		ts.setHeld(n, heldFrom(w.byName[n]))
 	}
 	if full {
-		for n := range ts.held {
+		for n := range ts.held.m {
 			if _, ok := w.byName[n]; !ok {
-				delete(ts.held, n)
+				ts.delHeld(n)
 			}
 		}
 	} else {
 		for n := range only {
 			if _, ok := w.byName[n]; !ok {
-				delete(ts.held, n)
+				ts.delHeld(n)
 			}
 		}
 	}
@@ -620,12 +618,12 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 	return resp, nil
 }
 
-func heldByName(w *want) map[string]*held {
+func heldByName(w *want) *heldSet {
 	m := make(map[string]*held, len(w.byName))
 	for n, items := range w.byName {
 		m[n] = heldFrom(items)
 	}
-	return m
+	return &heldSet{m: m}
 }
 
 func (ts *typeState) reset() {
@@ -655,7 +653,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 
 	considered := map[string]struct{}{}
 	if full {
-		for n := range ts.held {
+		for n := range ts.held.m {
 			considered[n] = struct{}{}
 		}
 	} else {
@@ -682,7 +680,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	sort.Strings(names)
 	for _, n := range names {
 		items, wanted := w.byName[n]
-		h := ts.held[n]
+		h := ts.held.get(n)
 		forcedAbsent, isAbsent := w.absent[n]
 		if g, ok := w.globs[n]; ok {
 			forcedAbsent, isAbsent = g, true
@@ -704,7 +702,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 					}
 				}
 			}
-			ts.held[n] = heldFrom(items)
+			ts.setHeld(n, heldFrom(items))
 		case isAbsent:
 			target := resp
 			if h != nil && !h.absent && deferRemovals {
@@ -713,13 +711,13 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 			if h == nil || !h.absent || forcedAbsent {
 				removeHeld(target, n, h)
 			}
-			ts.held[n] = &held{absent: true}
+			ts.setHeld(n, &held{absent: true})
 		case h != nil:
 			// Held but no longer wanted: deleted (or no variant matches the
 			// client any more) while still subscribed, which the client must
 			// be told; or no longer subscribed, which it knows.
 			if h.absent || !stillCovered(r, ts, n) {
-				delete(ts.held, n)
+				ts.delHeld(n)
 				continue
 			}
 			target := resp
@@ -727,7 +725,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 				target = rem
 			}
 			removeHeld(target, n, h)
-			ts.held[n] = &held{absent: true}
+			ts.setHeld(n, &held{absent: true})
 		}
 	}
 	if !rem.empty() {
