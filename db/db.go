@@ -418,6 +418,7 @@ type Subscriber struct {
 
 	mu      sync.Mutex
 	pending map[Changed]struct{}
+	spare   map[Changed]struct{} // the map the last DrainInto handed back, for reuse
 	since   time.Time
 
 	// Guarded by DB.mu.
@@ -439,7 +440,11 @@ func NewSubscriber(notify func()) *Subscriber {
 func (s *Subscriber) mark(typeURL, n string, at time.Time) {
 	s.mu.Lock()
 	if s.pending == nil {
-		s.pending = map[Changed]struct{}{}
+		if s.spare != nil {
+			s.pending, s.spare = s.spare, nil
+		} else {
+			s.pending = map[Changed]struct{}{}
+		}
 	}
 	if len(s.pending) == 0 || at.Before(s.since) {
 		s.since = at
@@ -462,6 +467,28 @@ func (s *Subscriber) Drain() (map[Changed]struct{}, time.Time) {
 	p, at := s.pending, s.since
 	s.pending = nil
 	return p, at
+}
+
+// DrainFunc is Drain without allocating: fn sees each change, and the
+// pending set is cleared and kept for the next marks. It returns when the
+// oldest change was made.
+func (s *Subscriber) DrainFunc(fn func(Changed)) time.Time {
+	s.mu.Lock()
+	p, at := s.pending, s.since
+	s.pending = nil
+	s.mu.Unlock()
+	for c := range p {
+		fn(c)
+	}
+	if p != nil {
+		clear(p)
+		s.mu.Lock()
+		if s.spare == nil {
+			s.spare = p
+		}
+		s.mu.Unlock()
+	}
+	return at
 }
 
 // Subscribe adds a subscription of s: to a resource name, to Wildcard, to a

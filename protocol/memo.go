@@ -59,7 +59,11 @@ func memoKeyFor(s *stream, ts *typeState, rev int64, deferRm bool) (memoKey, boo
 	ts.sortedWatches()
 	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, sig: ts.sig, held: ts.held, rev: rev,
 		all: ts.dirtyAll, mustReply: ts.mustReply, newWatch: newWatch, deferRm: deferRm}
-	if !ts.dirtyAll && len(ts.dirty) > 0 {
+	if !ts.dirtyAll && len(ts.dirty) == 1 {
+		for n := range ts.dirty {
+			k.dirty = n
+		}
+	} else if !ts.dirtyAll && len(ts.dirty) > 1 {
 		names := make([]string, 0, len(ts.dirty))
 		for n := range ts.dirty {
 			names = append(names, n)

@@ -450,8 +450,9 @@ type out struct {
 func (s *stream) collect() []out {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pending, since := s.sub.Drain()
-	for c := range pending {
+	var changed []db.Changed
+	since := s.sub.DrainFunc(func(c db.Changed) { changed = append(changed, c) })
+	for _, c := range changed {
 		if ts := s.types[c.Type]; ts != nil {
 			ts.markDirty(c.Name, since)
 		}
@@ -627,7 +628,8 @@ func heldByName(w *want) *heldSet {
 }
 
 func (ts *typeState) reset() {
-	ts.dirty, ts.force, ts.forceWatches = nil, nil, nil
+	clear(ts.dirty) // kept: the next change reuses it
+	ts.force, ts.forceWatches = nil, nil
 	ts.dirtyAll, ts.mustReply = false, false
 }
 
