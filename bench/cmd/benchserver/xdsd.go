@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/grpc"
+
+	"github.com/xdsd/xdsd/bench/control"
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
+	"github.com/xdsd/xdsd/store"
+	"github.com/xdsd/xdsd/store/mem"
+)
+
+// xdsdImpl is the xdsd server role over an in-memory store.
+type xdsdImpl struct {
+	st     *mem.Store
+	srv    *server.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+	names  []string // the clusters of the last setup
+}
+
+func newXdsd(log *slog.Logger) (impl, func(*grpc.Server), []grpc.ServerOption) {
+	st := mem.New()
+	srv := server.New(st, server.Options{Logger: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &xdsdImpl{st: st, srv: srv, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(x.done)
+		if err := srv.Run(ctx); err != nil {
+			log.Error("xdsd server", "error", err)
+		}
+	}()
+	return x, srv.Register, []grpc.ServerOption{protocol.ServerCodec()}
+}
+
+// variants makes the store variants of clusters: variant j of a cluster
+// carries the constraint v=j when there are several.
+func (x *xdsdImpl) variants(cl [][]*clusterv3.Cluster) ([]*resource.Variant, error) {
+	t := resource.ForURL(resource.ClusterURL)
+	out := make([]*resource.Variant, 0, len(cl)*max(len(cl[0]), 1))
+	for _, vs := range cl {
+		for j, c := range vs {
+			body, err := resource.Marshal(c)
+			if err != nil {
+				return nil, err
+			}
+			var cons constraint.Constraints
+			if len(vs) > 1 {
+				cons = constraint.Value("v", fmt.Sprint(j))
+			}
+			out = append(out, resource.NewVariant(t, c.GetName(), cons, "", "", body))
+		}
+	}
+	return out, nil
+}
+
+func (x *xdsdImpl) apply(ctx context.Context, b store.Batch) error {
+	res, err := x.st.Apply(ctx, b)
+	if err != nil {
+		return err
+	}
+	return x.srv.WaitRev(ctx, res.Rev)
+}
+
+func (x *xdsdImpl) setup(ctx context.Context, s control.Setup, cl [][]*clusterv3.Cluster) error {
+	puts, err := x.variants(cl)
+	if err != nil {
+		return err
+	}
+	b := store.Batch{Puts: puts}
+	keep := make(map[string]bool, len(cl))
+	names := make([]string, len(cl))
+	for i, vs := range cl {
+		names[i] = vs[0].GetName()
+		keep[names[i]] = true
+	}
+	for _, n := range x.names {
+		if !keep[n] {
+			b.Deletes = append(b.Deletes, store.Delete{Type: resource.ClusterURL, Name: n, All: true})
+		}
+	}
+	if err := x.apply(ctx, b); err != nil {
+		return err
+	}
+	x.names = names
+	return nil
+}
+
+func (x *xdsdImpl) change(ctx context.Context, _ int, cl [][]*clusterv3.Cluster) error {
+	if len(cl) == 0 {
+		return nil
+	}
+	puts, err := x.variants(cl)
+	if err != nil {
+		return err
+	}
+	return x.apply(ctx, store.Batch{Puts: puts})
+}
+
+func (x *xdsdImpl) close() {
+	x.srv.Close()
+	x.cancel()
+	<-x.done
+	x.st.Close()
+}
