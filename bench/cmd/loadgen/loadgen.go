@@ -279,7 +279,6 @@ func (r *runner) connect(c control.Command) {
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithInitialWindowSize(4<<20),
 			grpc.WithInitialConnWindowSize(16<<20),
-			grpc.WithSharedWriteBuffer(true),
 			grpc.WithReadBufferSize(256<<10),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.ForceCodecV2(codec{})),
 		)
