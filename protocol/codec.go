@@ -39,6 +39,12 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawRequest); ok {
+		r.fill(data)
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
 
 func (c codec) Name() string { return "proto" }

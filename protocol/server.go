@@ -223,6 +223,9 @@ type metrics struct {
 	nacks     *prometheus.CounterVec
 	stale     *prometheus.CounterVec
 	latency   prometheus.Histogram
+
+	mu    sync.Mutex
+	types map[string]*typeCounters
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -244,11 +247,26 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	return m
 }
 
+// forType returns a type's request counters, shared by every stream.
+func (m *metrics) forType(name string) *typeCounters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.types[name]; c != nil {
+		return c
+	}
+	c := &typeCounters{acks: m.acks.WithLabelValues(name), nacks: m.nacks.WithLabelValues(name), stale: m.stale.WithLabelValues(name),
+		pushes: m.pushes.WithLabelValues(name), resources: m.resources.WithLabelValues(name), bytes: m.bytes.WithLabelValues(name)}
+	if m.types == nil {
+		m.types = map[string]*typeCounters{}
+	}
+	m.types[name] = c
+	return c
+}
+
 func (m *metrics) sent(o out) {
-	name := o.typ.Name
-	m.pushes.WithLabelValues(name).Inc()
-	m.resources.WithLabelValues(name).Add(float64(o.items))
-	m.bytes.WithLabelValues(name).Add(float64(len(o.enc.Body) + len(o.enc.Nonce)))
+	o.counters.pushes.Inc()
+	o.counters.resources.Add(float64(o.items))
+	o.counters.bytes.Add(float64(len(o.enc.Body) + len(o.enc.Nonce)))
 	if !o.since.IsZero() {
 		m.latency.Observe(time.Since(o.since).Seconds())
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unique"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/db"
 	"github.com/xdsd/xdsd/resource"
@@ -91,8 +92,11 @@ type typeState struct {
 	special []*watch
 	sig     unique.Handle[string]
 
-	// SotW: whether any request named resources (PROTOCOL.md §1.5).
-	everNamed bool
+	// SotW: whether any request named resources (PROTOCOL.md §1.5), and
+	// the last request that changed the names, to skip repeats quickly.
+	everNamed  bool
+	lastReq    [2]uint64
+	hasLastReq bool
 
 	// Work to do: names whose contents changed, or all (a subscription
 	// change); names that must be sent even if unchanged (PROTOCOL.md §1.6,
@@ -115,6 +119,18 @@ type typeState struct {
 	ackAt       time.Time
 	nack        *Nack
 	nacks       int
+
+	metrics *typeCounters // this type's counters, looked up once
+}
+
+// typeCounters are the per-type metrics a stream bumps on every request.
+type typeCounters struct{ acks, nacks, stale, pushes, resources, bytes prometheus.Counter }
+
+func (ts *typeState) counters(m *metrics) *typeCounters {
+	if ts.metrics == nil {
+		ts.metrics = m.forType(ts.typ.Name)
+	}
+	return ts.metrics
 }
 
 func newTypeState(t *resource.Type) *typeState {

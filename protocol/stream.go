@@ -3,6 +3,9 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/xdsd/xdsd/constraint"
@@ -33,6 +37,7 @@ type stream struct {
 	srv       *Server
 	ss        grpc.ServerStream
 	cancel    context.CancelFunc
+	raw       rawRequest // the SotW request buffer, reused (fastack.go)
 	delta     bool
 	fixedType string // a per-type service's type; "" for ADS
 	id        uint64
@@ -110,19 +115,38 @@ func (s *stream) recvLoop(ctx context.Context) error {
 					err = s.handleDelta(req)
 				}
 			}
-		} else {
-			req := &discoveryv3.DiscoveryRequest{}
-			if err = s.ss.RecvMsg(req); err == nil {
-				if err = s.limiter.wait(ctx); err == nil {
-					err = s.handleSotW(req)
+		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
+			if err = s.limiter.wait(ctx); err == nil {
+				if a, ok := readPlainAck(s.raw.b); !ok || !s.handlePlainAck(a) {
+					req := &discoveryv3.DiscoveryRequest{}
+					if err = proto.Unmarshal(s.raw.b, req); err != nil {
+						err = status.Errorf(codes.InvalidArgument, "bad DiscoveryRequest: %v", err)
+					} else {
+						err = s.handleSotW(req)
+					}
 				}
 			}
 		}
 		if err != nil {
 			return err
 		}
-		s.signal()
+		if s.due() {
+			s.signal()
+		}
 	}
+}
+
+// due reports whether a request left responses to compute, so that an ACK
+// does not wake the sender for nothing.
+func (s *stream) due() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ts := range s.types {
+		if ts.busy() {
+			return true
+		}
+	}
+	return false
 }
 
 // requestType checks the type URL of a request against the service.
@@ -247,12 +271,16 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 			// §1.8: never answer a request with a stale nonce; the client
 			// will send the current state again when the newest response
 			// arrives.
-			s.srv.metrics.stale.WithLabelValues(ts.typ.Name).Inc()
+			ts.counters(s.srv.metrics).stale.Inc()
 			return nil
 		}
 		s.ackOrNack(ts, n, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
 	}
 
+	// Most requests are ACKs repeating the previous list: nothing changes.
+	if ts.sameRequest(req) {
+		return nil
+	}
 	// §1.5: the name list replaces the previous one; "*" is an explicit
 	// wildcard, and an empty list is a wildcard only until the client has
 	// named something (and only for the types with wildcard semantics).
@@ -278,7 +306,7 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 			changed = true
 		}
 	}
-	for _, w := range sortedByKey(next) {
+	for _, w := range next {
 		added, err := s.addWatch(ts, w)
 		if err != nil {
 			return err
@@ -298,17 +326,44 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 	return nil
 }
 
-func sortedByKey(m map[watchKey]*watch) []*watch {
-	out := make([]*watch, 0, len(m))
-	for _, w := range m {
-		out = append(out, w)
+// sameRequest reports whether a SotW request names exactly what the last
+// one did (an ACK, usually), and remembers it otherwise. It keeps a 128-bit
+// digest, not the names, so that an idle stream stays small.
+func (ts *typeState) sameRequest(req *discoveryv3.DiscoveryRequest) bool {
+	d := requestDigest(req)
+	if ts.hasLastReq && d == ts.lastReq {
+		return true
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].name != out[j].name {
-			return out[i].name < out[j].name
+	ts.lastReq, ts.hasLastReq = d, true
+	return false
+}
+
+var digestSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func requestDigest(req *discoveryv3.DiscoveryRequest) [2]uint64 {
+	var out [2]uint64
+	for i, seed := range digestSeeds {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		for _, n := range req.GetResourceNames() {
+			h.WriteString(n)
+			h.WriteByte(0)
 		}
-		return out[i].pkey < out[j].pkey
-	})
+		h.WriteByte(1)
+		for _, l := range req.GetResourceLocators() {
+			h.WriteString(l.GetName())
+			h.WriteByte(0)
+			keys := slices.Sorted(maps.Keys(l.GetDynamicParameters()))
+			for _, k := range keys {
+				h.WriteString(k)
+				h.WriteByte(0)
+				h.WriteString(l.GetDynamicParameters()[k])
+				h.WriteByte(0)
+			}
+			h.WriteByte(1)
+		}
+		out[i] = h.Sum64()
+	}
 	return out
 }
 
@@ -319,12 +374,12 @@ func (s *stream) ackOrNack(ts *typeState, nonce, version, msg string, nack bool,
 		// was sent, so only a newer change goes out.
 		ts.nack = &Nack{Nonce: nonce, Version: version, Error: msg, At: now}
 		ts.nacks++
-		s.srv.metrics.nacks.WithLabelValues(ts.typ.Name).Inc()
+		ts.counters(s.srv.metrics).nacks.Inc()
 		s.srv.log.Warn("NACK", "stream", s.id, "node", s.node.GetId(), "type", ts.typ.Name, "nonce", nonce, "error", msg)
 		return
 	}
 	ts.ackVersion, ts.ackNonce, ts.ackAt = version, nonce, now
-	s.srv.metrics.acks.WithLabelValues(ts.typ.Name).Inc()
+	ts.counters(s.srv.metrics).acks.Inc()
 }
 
 // handleDelta applies a delta request (PROTOCOL.md §2).
@@ -437,10 +492,11 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 
 // out is one response ready to send.
 type out struct {
-	typ   *resource.Type
-	enc   *Encoded
-	items int
-	since time.Time
+	typ      *resource.Type
+	counters *typeCounters
+	enc      *Encoded
+	items    int
+	since    time.Time
 }
 
 // collect computes every response due, in ADS make-before-break order
@@ -518,7 +574,7 @@ func (s *stream) finish(ts *typeState, r *response) out {
 			ts.recent = ts.recent[len(ts.recent)-16:]
 		}
 	}
-	return out{typ: ts.typ, enc: enc, items: len(r.items) + len(r.removed) + len(r.removedNames), since: ts.since}
+	return out{typ: ts.typ, counters: ts.counters(s.srv.metrics), enc: enc, items: len(r.items) + len(r.removed) + len(r.removedNames), since: ts.since}
 }
 
 func protoNonce(delta bool) protowire.Number {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -154,6 +155,9 @@ type controller struct {
 
 func (c *controller) mux() http.Handler {
 	m := http.NewServeMux()
+	// Profiles, for explaining the figures (BENCHMARKS.md).
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	m.HandleFunc("POST /setup", c.handleSetup)
 	m.HandleFunc("POST /change", c.handleChange)
 	m.HandleFunc("POST /gc", func(w http.ResponseWriter, r *http.Request) {

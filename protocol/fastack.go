@@ -1,0 +1,119 @@
+package protocol
+
+import (
+	"hash/maphash"
+	"time"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// rawRequest receives a request undecoded, into a buffer the stream
+// reuses: most SotW requests are ACKs repeating the whole name list, and
+// decoding those into fresh strings, only to find nothing changed, would be
+// most of an idle fleet's cost.
+type rawRequest struct{ b []byte }
+
+func (r *rawRequest) fill(data mem.BufferSlice) {
+	n := data.Len()
+	if cap(r.b) < n {
+		r.b = make([]byte, n)
+	}
+	r.b = r.b[:n]
+	data.CopyTo(r.b)
+}
+
+// Field numbers of DiscoveryRequest.
+const (
+	reqVersion   = 1
+	reqNode      = 2
+	reqNames     = 3
+	reqTypeURL   = 4
+	reqNonce     = 5
+	reqError     = 6
+	reqLocators  = 7
+	maxFastBytes = 1 << 20
+)
+
+// plainAck is what the fast path reads of a SotW request.
+type plainAck struct {
+	typeURL, version, nonce []byte
+	digest                  [2]uint64
+}
+
+// readPlainAck reads a SotW request that carries neither a node, nor an
+// error, nor resource locators — an ACK in the common case — with the
+// digest of its names computed as requestDigest does. ok is false for any
+// other request, which is then decoded in full.
+func readPlainAck(b []byte) (a plainAck, ok bool) {
+	if len(b) > maxFastBytes {
+		return a, false
+	}
+	var hs [2]maphash.Hash
+	for i := range hs {
+		hs[i].SetSeed(digestSeeds[i])
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return a, false
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return a, false
+		}
+		b = b[n:]
+		switch num {
+		case reqVersion:
+			a.version = v
+		case reqTypeURL:
+			a.typeURL = v
+		case reqNonce:
+			a.nonce = v
+		case reqNames:
+			for i := range hs {
+				hs[i].Write(v)
+				hs[i].WriteByte(0)
+			}
+		default: // node, error_detail, locators, or anything unknown
+			return a, false
+		}
+	}
+	for i := range hs {
+		hs[i].WriteByte(1) // requestDigest's end of names; no locators
+		a.digest[i] = hs[i].Sum64()
+	}
+	return a, true
+}
+
+// handlePlainAck handles a plain ACK that changes nothing without decoding
+// it: the type is known, the nonce is the latest (§1.1, §1.2) or stale
+// (§1.8), and the names are the last request's. It reports false, having
+// changed nothing, for anything else.
+func (s *stream) handlePlainAck(a plainAck) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node == nil {
+		return false
+	}
+	typeURL := string(a.typeURL)
+	if s.fixedType != "" && (typeURL == "" || typeURL == s.fixedType) {
+		typeURL = s.fixedType
+	}
+	ts := s.types[typeURL]
+	if ts == nil || len(a.nonce) == 0 {
+		return false
+	}
+	if string(a.nonce) != ts.nonce {
+		s.requests++
+		ts.counters(s.srv.metrics).stale.Inc()
+		return true
+	}
+	if !ts.hasLastReq || a.digest != ts.lastReq {
+		return false
+	}
+	s.requests++
+	s.ackOrNack(ts, ts.nonce, string(a.version), "", false, time.Now())
+	return true
+}
