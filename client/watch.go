@@ -99,8 +99,12 @@ type watcher struct {
 
 	cancelled atomic.Bool
 
-	// Delivery state, used only on the delivery goroutine.
+	// subscribed is what the watcher holds in the db; follow and unfollow
+	// run on the delivery goroutine, cancel on any.
+	subMu      sync.Mutex
 	subscribed map[string]bool
+
+	// Delivery state, used only on the delivery goroutine.
 	last       *resource.Variant
 	lastErr    string
 	toldAbsent bool
@@ -173,7 +177,9 @@ func (c *Client) Watch(typeURL, n string, h Handler) (cancel func(), err error) 
 // follow subscribes the watcher to a name (the watched one, a redirect
 // target, the alt URL) and files it under that name for status changes.
 func (w *watcher) follow(n string) {
-	if w.subscribed[n] {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	if w.subscribed[n] || w.cancelled.Load() {
 		return
 	}
 	w.subscribed[n] = true
@@ -188,6 +194,12 @@ func (w *watcher) follow(n string) {
 }
 
 func (w *watcher) unfollow(n string) {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	w.unfollowLocked(n)
+}
+
+func (w *watcher) unfollowLocked(n string) {
 	if !w.subscribed[n] {
 		return
 	}
@@ -206,15 +218,11 @@ func (w *watcher) cancel() {
 	if w.cancelled.Swap(true) {
 		return
 	}
-	w.c.mu.Lock()
-	for k, ws := range w.c.watchers {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(w.c.watchers, k)
-		}
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	for n := range w.subscribed {
+		w.unfollowLocked(n)
 	}
-	w.c.mu.Unlock()
-	w.c.db.UnsubscribeAll(w.sub)
 }
 
 func (w *watcher) emit(e Event) {
@@ -313,11 +321,13 @@ func (w *watcher) deliver() {
 		cur = next
 	}
 	// Let go of redirect targets no longer on the path.
+	w.subMu.Lock()
 	for n := range w.subscribed {
 		if !chain[n] && n != w.name && n != w.alt {
-			w.unfollow(n)
+			w.unfollowLocked(n)
 		}
 	}
+	w.subMu.Unlock()
 	if ferr != nil {
 		if ferr.Error() != w.lastErr {
 			w.lastErr = ferr.Error()

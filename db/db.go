@@ -423,7 +423,6 @@ type Subscriber struct {
 
 	// Guarded by DB.mu.
 	epoch uint64
-	subs  map[subKey]int
 }
 
 type subKey struct {
@@ -434,7 +433,7 @@ type subKey struct {
 // never with db locks held) once per update that touches it, and must not
 // block.
 func NewSubscriber(notify func()) *Subscriber {
-	return &Subscriber{notify: notify, subs: map[subKey]int{}}
+	return &Subscriber{notify: notify}
 }
 
 func (s *Subscriber) mark(typeURL, n string, at time.Time) {
@@ -500,7 +499,6 @@ func (s *Subscriber) DrainFunc(fn func(Changed)) time.Time {
 func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
 	k := subKey{typeURL, n, params.Key()}
 	d.mu.Lock()
-	s.subs[k]++
 	first := d.addInterest(k)
 	t := d.table(typeURL)
 	switch kind(t, n) {
@@ -524,7 +522,9 @@ func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Param
 	}
 }
 
-// Unsubscribe removes one subscription made by Subscribe.
+// Unsubscribe removes one subscription made by Subscribe. A subscriber
+// that goes away unsubscribes whatever it subscribed (the db keeps no list
+// per subscriber: a stream or watcher knows its own).
 func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
 	k := subKey{typeURL, n, params.Key()}
 	d.mu.Lock()
@@ -532,26 +532,6 @@ func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Par
 	d.mu.Unlock()
 	if last && d.hooks.Interest != nil {
 		d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false)
-	}
-}
-
-// UnsubscribeAll removes every subscription of s; call it when the
-// subscriber goes away.
-func (d *DB) UnsubscribeAll(s *Subscriber) {
-	var gone []subKey
-	d.mu.Lock()
-	for k, n := range s.subs {
-		for range n {
-			if d.unsubscribe(s, k) {
-				gone = append(gone, k)
-			}
-		}
-	}
-	d.mu.Unlock()
-	if d.hooks.Interest != nil {
-		for _, k := range gone {
-			d.hooks.Interest(Interest{Type: k.typ, Name: k.name, Params: k.params}, false)
-		}
 	}
 }
 
@@ -569,15 +549,17 @@ func (d *DB) dropInterest(k subKey) bool {
 }
 
 func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
-	if s.subs[k] == 0 {
+	t := d.tables[k.typ]
+	if t == nil {
 		return false
 	}
-	if s.subs[k]--; s.subs[k] == 0 {
-		delete(s.subs, k)
-	}
-	t := d.tables[k.typ]
+	subscribed := true
 	dec := func(m map[*Subscriber]int) {
-		if m[s]--; m[s] <= 0 {
+		if m[s] <= 0 {
+			subscribed = false // not subscribed: nothing to undo
+			return
+		}
+		if m[s]--; m[s] == 0 {
 			delete(m, s)
 		}
 	}
@@ -600,7 +582,12 @@ func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
 		if e := t.entries[k.name]; e != nil {
 			dec(e.subs)
 			t.gc(e)
+		} else {
+			subscribed = false
 		}
+	}
+	if !subscribed {
+		return false
 	}
 	return d.dropInterest(k)
 }

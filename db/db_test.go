@@ -222,7 +222,12 @@ func TestInterestHooks(t *testing.T) {
 	d.Subscribe(b, resource.ClusterURL, "x", prod)
 	d.Subscribe(b, resource.ClusterURL, "x", constraint.Params{"env": "test"})
 	d.Unsubscribe(a, resource.ClusterURL, "x", prod)
-	d.UnsubscribeAll(b)
+	// Undoing what was never subscribed changes nothing and fires nothing.
+	d.Unsubscribe(a, resource.ClusterURL, "x", prod)
+	d.Unsubscribe(a, resource.ClusterURL, "never", nil)
+	d.Unsubscribe(a, "type.googleapis.com/unknown", "x", nil)
+	d.Unsubscribe(b, resource.ClusterURL, "x", prod)
+	d.Unsubscribe(b, resource.ClusterURL, "x", constraint.Params{"env": "test"})
 	want := []string{"true x env=prod", "true x env=test", "false x env=prod", "false x env=test"}
 	if fmt.Sprint(got[:2]) != fmt.Sprint(want[:2]) || len(got) != 4 {
 		t.Fatalf("hooks = %q, want %q", got, want)
@@ -246,10 +251,11 @@ func TestResetAndCleanup(t *testing.T) {
 	if got := pendingNames(s); len(got) != 2 {
 		t.Errorf("reset marks = %v", got)
 	}
-	d.UnsubscribeAll(s)
+	d.Unsubscribe(s, resource.ClusterURL, g, nil)
+	d.Unsubscribe(s, resource.VirtualHostURL, "rc/foo.com", nil)
 	ct, vt := d.tables[resource.ClusterURL], d.tables[resource.VirtualHostURL]
-	if len(ct.entries) != 1 || len(ct.globs) != 0 || len(vt.entries) != 0 || len(vt.vhds) != 0 || len(s.subs) != 0 {
-		t.Errorf("not cleaned up: clusters %d globs %d vhosts %d vhds %d subs %d", len(ct.entries), len(ct.globs), len(vt.entries), len(vt.vhds), len(s.subs))
+	if len(ct.entries) != 1 || len(ct.globs) != 0 || len(vt.entries) != 0 || len(vt.vhds) != 0 || len(d.interest) != 0 {
+		t.Errorf("not cleaned up: clusters %d globs %d vhosts %d vhds %d interest %d", len(ct.entries), len(ct.globs), len(vt.entries), len(vt.vhds), len(d.interest))
 	}
 }
 
@@ -267,16 +273,23 @@ func TestConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s, _ := newSub()
+			held := map[string]int{}
 			for i := range 200 {
 				n := fmt.Sprintf("c%d", i%10)
 				d.Subscribe(s, resource.ClusterURL, n, nil)
+				held[n]++
 				d.Read(func(r *Reader) { r.Get(resource.ClusterURL, n, nil) })
 				s.Drain()
 				if i%3 == 0 {
 					d.Unsubscribe(s, resource.ClusterURL, n, nil)
+					held[n]--
 				}
 			}
-			d.UnsubscribeAll(s)
+			for n, k := range held {
+				for range k {
+					d.Unsubscribe(s, resource.ClusterURL, n, nil)
+				}
+			}
 		}()
 	}
 	wg.Wait()

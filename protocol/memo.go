@@ -44,20 +44,19 @@ type memoEntry struct {
 
 // key says whether ts's work can be shared, and under what key.
 func memoKeyFor(s *stream, ts *typeState, rev int64, deferRm bool) (memoKey, bool) {
-	if len(ts.force) > 0 || len(ts.watches) == 0 {
+	if len(ts.force) > 0 || len(ts.ws.m) == 0 {
 		return memoKey{}, false
 	}
 	newWatch := false
 	if len(ts.forceWatches) > 0 {
 		// Only a first subscription — every watch new, nothing held — is
 		// shared; other subscription changes are a stream's own.
-		if len(ts.forceWatches) != len(ts.watches) || ts.held.len() > 0 {
+		if len(ts.forceWatches) != len(ts.ws.m) || ts.held.len() > 0 {
 			return memoKey{}, false
 		}
 		newWatch = true
 	}
-	ts.sortedWatches()
-	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, sig: ts.sig, held: ts.held, rev: rev,
+	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, sig: ts.ws.sig, held: ts.held, rev: rev,
 		all: ts.dirtyAll, mustReply: ts.mustReply, newWatch: newWatch, deferRm: deferRm}
 	if !ts.dirtyAll && len(ts.dirty) == 1 {
 		for n := range ts.dirty {

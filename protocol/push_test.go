@@ -48,6 +48,7 @@ func newPushRig(tb testing.TB, n, size int, delta, tp2 bool) *pushRig {
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
+		ts.commit()
 		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		r.streams = append(r.streams, st)

@@ -146,7 +146,7 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	s.mu.Unlock()
 	s.metrics.streams.WithLabelValues(st.kind()).Inc()
 	defer func() {
-		s.db.UnsubscribeAll(st.sub)
+		st.unsubscribeAll()
 		s.mu.Lock()
 		delete(s.streams, st.id)
 		s.mu.Unlock()
@@ -339,7 +339,7 @@ func (st *stream) status() Client {
 		t := TypeStatus{Type: ts.typ.Name, Subscriptions: []Subscription{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,
 			SentAt: timePtr(ts.sentAt), AckedVersion: ts.ackVersion, AckedNonce: ts.ackNonce, AckedAt: timePtr(ts.ackAt),
 			LastNack: ts.nack, Nacks: ts.nacks}
-		for _, w := range ts.sortedWatches() {
+		for _, w := range ts.ws.sorted {
 			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.name, Params: w.params, Locator: w.tp2})
 		}
 		for _, h := range ts.held.m {

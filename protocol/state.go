@@ -1,11 +1,14 @@
 package protocol
 
 import (
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unique"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/xdsd/xdsd/constraint"
@@ -23,8 +26,6 @@ type watch struct {
 	// tp2 is true when the client subscribed with a TP2 resource locator: it
 	// is sent variants' constraints and takes wrapped resources.
 	tp2 bool
-	// since is the db revision when the watch began.
-	since int64
 }
 
 type watchKey struct{ name, pkey string }
@@ -78,19 +79,14 @@ type Nack struct {
 
 // typeState is a stream's state for one resource type.
 type typeState struct {
-	typ     *resource.Type
-	watches map[watchKey]*watch
-	held    *heldSet
-
-	// sorted, byName, special and sig derive from watches (sorted is nil
-	// when they changed): the watches in order; the named ones by name and
-	// the wildcard and glob ones, so a change looks only at the watches
-	// covering it; and an interned signature under which streams with the
-	// same subscriptions share their computations.
-	sorted  []*watch
-	byName  map[string][]*watch
-	special []*watch
-	sig     unique.Handle[string]
+	typ  *resource.Type
+	ws   *watchSet           // the subscriptions, shared with streams subscribed alike
+	edit map[watchKey]*watch // while a request changes them: the new ones
+	held *heldSet
+	// dncSince is, for a caching proxy (Options.HonorDoNotCache), the db
+	// revision each watch began at: a do_not_cache copy older than the
+	// watch is not sent to it.
+	dncSince map[watchKey]int64
 
 	// SotW: whether any request named resources (PROTOCOL.md §1.5), and
 	// the last request that changed the names, to skip repeats quickly.
@@ -134,7 +130,112 @@ func (ts *typeState) counters(m *metrics) *typeCounters {
 }
 
 func newTypeState(t *resource.Type) *typeState {
-	return &typeState{typ: t, watches: map[watchKey]*watch{}, held: emptyHeld}
+	return &typeState{typ: t, ws: noWatches, held: emptyHeld}
+}
+
+// watchSet is a type state's subscriptions, with what derives from them:
+// the watches in order; the named ones by name and the wildcard and glob
+// ones, so a change looks only at the watches covering it; and an interned
+// signature, under which streams subscribed alike share their computations
+// (memo). A set is immutable and interned by its signature, so an idle
+// fleet subscribed alike keeps one (DESIGN.md §5: nothing per stream that
+// can be shared).
+type watchSet struct {
+	m       map[watchKey]*watch
+	sorted  []*watch
+	byName  map[string][]*watch
+	special []*watch
+	sig     unique.Handle[string]
+}
+
+var noWatches = makeWatchSet("", map[watchKey]*watch{})
+
+// internedSets maps a signature to a weak pointer to its set; a set
+// nobody holds is collected, and its entry with it.
+var internedSets sync.Map
+
+func makeWatchSet(typeURL string, m map[watchKey]*watch) *watchSet {
+	ws := &watchSet{m: m, byName: map[string][]*watch{}}
+	for _, w := range m {
+		ws.sorted = append(ws.sorted, w)
+	}
+	sort.Slice(ws.sorted, func(i, j int) bool {
+		if ws.sorted[i].name != ws.sorted[j].name {
+			return ws.sorted[i].name < ws.sorted[j].name
+		}
+		return ws.sorted[i].pkey < ws.sorted[j].pkey
+	})
+	var b strings.Builder
+	b.WriteString(typeURL)
+	b.WriteByte(0)
+	for _, w := range ws.sorted {
+		switch kindOf(typeURL, w.name) {
+		case watchWildcard, watchGlob:
+			ws.special = append(ws.special, w)
+		default:
+			ws.byName[w.name] = append(ws.byName[w.name], w)
+		}
+		b.WriteString(w.name)
+		b.WriteByte(0)
+		b.WriteString(w.pkey)
+		if w.tp2 {
+			b.WriteByte(1)
+		}
+		b.WriteByte(0)
+	}
+	ws.sig = unique.Make(b.String())
+	return ws
+}
+
+// internWatchSet returns the set with m's watches, shared with every
+// stream that has the same ones.
+func internWatchSet(typeURL string, m map[watchKey]*watch) *watchSet {
+	ws := makeWatchSet(typeURL, m)
+	for {
+		wp := weak.Make(ws)
+		v, loaded := internedSets.LoadOrStore(ws.sig, wp)
+		if !loaded {
+			sig := ws.sig
+			runtime.AddCleanup(ws, func(struct{}) { internedSets.CompareAndDelete(sig, wp) }, struct{}{})
+			return ws
+		}
+		if old := v.(weak.Pointer[watchSet]).Value(); old != nil {
+			return old
+		}
+		internedSets.CompareAndDelete(ws.sig, v)
+	}
+}
+
+// watches returns the current subscriptions, as being edited if they are.
+func (ts *typeState) watches() map[watchKey]*watch {
+	if ts.edit != nil {
+		return ts.edit
+	}
+	return ts.ws.m
+}
+
+// editing starts (once per request) changing the subscriptions.
+func (ts *typeState) editing() map[watchKey]*watch {
+	if ts.edit == nil {
+		ts.edit = make(map[watchKey]*watch, len(ts.ws.m)+1)
+		for k, w := range ts.ws.m {
+			ts.edit[k] = w
+		}
+	}
+	return ts.edit
+}
+
+// commit ends a request's changes: the new set, interned.
+func (ts *typeState) commit() {
+	if ts.edit == nil {
+		return
+	}
+	ts.ws = internWatchSet(ts.typ.URL, ts.edit)
+	ts.edit = nil
+}
+
+func (ts *typeState) sinceOf(w *watch) int64 {
+	return ts.dncSince[watchKey{w.name, w.pkey}]
 }
 
 // heldSet is what a client holds of one type, by name. Streams in step
@@ -280,7 +381,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
 	add := func(v *resource.Variant, wt *watch, alias string) {
-		if honorDNC && v.DoNotCache && r.ChangedAt(typeURL, v.Name) <= wt.since {
+		if honorDNC && v.DoNotCache && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
 			return // a copy fetched for this subscription is on its way
 		}
 		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll}
@@ -304,7 +405,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 	}
 	// A change looks only at the watches that cover its names, in a fixed
 	// order, so identical streams compute identical responses.
-	watches := ts.sortedWatches()
+	watches := ts.ws.sorted
 	var onlyNames []string
 	if only != nil {
 		onlyNames = make([]string, 0, len(only))
@@ -312,9 +413,9 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 			onlyNames = append(onlyNames, n)
 		}
 		sort.Strings(onlyNames)
-		watches = append([]*watch(nil), ts.special...)
+		watches = append([]*watch(nil), ts.ws.special...)
 		for _, n := range onlyNames {
-			watches = append(watches, ts.byName[n]...)
+			watches = append(watches, ts.ws.byName[n]...)
 		}
 	}
 	for _, wt := range watches {
@@ -382,48 +483,6 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 		}
 	}
 	return w
-}
-
-// watchesChanged drops what derives from the watches.
-func (ts *typeState) watchesChanged() { ts.sorted = nil }
-
-// sortedWatches returns the watches in order, indexing them on first use
-// after a change.
-func (ts *typeState) sortedWatches() []*watch {
-	if ts.sorted != nil || len(ts.watches) == 0 {
-		return ts.sorted
-	}
-	out := make([]*watch, 0, len(ts.watches))
-	for _, w := range ts.watches {
-		out = append(out, w)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].name != out[j].name {
-			return out[i].name < out[j].name
-		}
-		return out[i].pkey < out[j].pkey
-	})
-	ts.sorted = out
-	ts.byName = map[string][]*watch{}
-	ts.special = nil
-	var b strings.Builder
-	for _, w := range out {
-		switch kindOf(ts.typ.URL, w.name) {
-		case watchWildcard, watchGlob:
-			ts.special = append(ts.special, w)
-		default:
-			ts.byName[w.name] = append(ts.byName[w.name], w)
-		}
-		b.WriteString(w.name)
-		b.WriteByte(0)
-		b.WriteString(w.pkey)
-		if w.tp2 {
-			b.WriteByte(1)
-		}
-		b.WriteByte(0)
-	}
-	ts.sig = unique.Make(b.String())
-	return out
 }
 
 // same reports whether the client already holds exactly it.

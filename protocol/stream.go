@@ -219,31 +219,48 @@ func canonical(n string) string {
 	return u.URN().String()
 }
 
+// addWatch subscribes; the caller commits the type state's watches when
+// its request is done.
 func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
 	k := watchKey{w.name, w.pkey}
-	if _, ok := ts.watches[k]; ok {
+	if _, ok := ts.watches()[k]; ok {
 		return false, nil
 	}
 	if s.watchCount >= s.srv.opts.MaxSubscriptions {
 		return false, status.Errorf(codes.ResourceExhausted, "more than %d subscriptions on one stream", s.srv.opts.MaxSubscriptions)
 	}
-	ts.watches[k] = w
-	ts.watchesChanged()
+	ts.editing()[k] = w
 	s.watchCount++
-	w.since = s.srv.db.Rev()
+	if s.srv.opts.HonorDoNotCache {
+		if ts.dncSince == nil {
+			ts.dncSince = map[watchKey]int64{}
+		}
+		ts.dncSince[k] = s.srv.db.Rev()
+	}
 	s.srv.db.Subscribe(s.sub, ts.typ.URL, w.name, w.params)
 	return true, nil
 }
 
 func (s *stream) dropWatch(ts *typeState, k watchKey) {
-	w, ok := ts.watches[k]
+	w, ok := ts.watches()[k]
 	if !ok {
 		return
 	}
-	delete(ts.watches, k)
-	ts.watchesChanged()
+	delete(ts.editing(), k)
+	delete(ts.dncSince, k)
 	s.watchCount--
 	s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
+}
+
+// unsubscribeAll ends every subscription of the stream (it is gone).
+func (s *stream) unsubscribeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ts := range s.types {
+		for _, w := range ts.watches() {
+			s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
+		}
+	}
 }
 
 func (s *stream) newWatch(n string, locator map[string]string, tp2 bool) *watch {
@@ -300,7 +317,8 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 		next[watchKey{w.name, w.pkey}] = w
 	}
 	changed := false
-	for k := range ts.watches {
+	defer ts.commit()
+	for k := range ts.watches() {
 		if _, ok := next[k]; !ok {
 			s.dropWatch(ts, k)
 			changed = true
@@ -412,6 +430,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 	}
 	changed := false
+	defer ts.commit()
 	subscribe := func(n string, loc map[string]string, tp2 bool) error {
 		w := s.newWatch(n, loc, tp2)
 		added, err := s.addWatch(ts, w)
@@ -450,12 +469,12 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	unsubscribe := func(n string, loc map[string]string, tp2 bool) {
 		w := s.newWatch(n, loc, tp2)
 		k := watchKey{w.name, w.pkey}
-		if _, ok := ts.watches[k]; !ok && ts.typ.URL == resource.VirtualHostURL {
+		if _, ok := ts.watches()[k]; !ok && ts.typ.URL == resource.VirtualHostURL {
 			// §2.8: a client may unsubscribe a virtual host by its name
 			// rather than the alias it subscribed with.
 			var drop []watchKey
 			s.srv.db.Read(func(r *db.Reader) {
-				for wk, wt := range ts.watches {
+				for wk, wt := range ts.watches() {
 					if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil && v.Name == w.name {
 						drop = append(drop, wk)
 					}
@@ -467,7 +486,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 			}
 			return
 		}
-		if _, ok := ts.watches[k]; !ok {
+		if _, ok := ts.watches()[k]; !ok {
 			return // §2.3: unsubscribing an unknown name is ignored
 		}
 		s.dropWatch(ts, k)
@@ -837,7 +856,7 @@ func stillCovered(r *db.Reader, ts *typeState, n string) bool {
 		return len(r.Variants(ts.typ.URL, n)) == 0
 	}
 	g, inGlob := db.InGlob(n)
-	for k := range ts.watches {
+	for k := range ts.ws.m {
 		if k.name == n || k.name == db.Wildcard || (inGlob && k.name == g) {
 			return true
 		}
