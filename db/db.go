@@ -27,6 +27,7 @@ type DB struct {
 	interest map[subKey]int // subscriptions per distinct Interest, across subscribers
 	epoch    uint64
 	hooks    Hooks
+	reader   Reader // handed to every Read (a Reader holds nothing of its own)
 }
 
 // Hooks tell a cache (client, relay) when interest in a resource starts and
@@ -53,7 +54,9 @@ type Interest struct {
 // New returns an empty database whose contents are authoritative: a name
 // it does not hold does not exist (a server's).
 func New(h Hooks) *DB {
-	return &DB{tables: map[string]*table{}, interest: map[subKey]int{}, hooks: h}
+	d := &DB{tables: map[string]*table{}, interest: map[subKey]int{}, hooks: h}
+	d.reader.d = d
+	return d
 }
 
 // NewCache returns an empty database whose contents are a cache of
@@ -618,10 +621,10 @@ func kind(t *table, n string) subKind {
 func (d *DB) Read(fn func(r *Reader)) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	fn(&Reader{d: d})
+	fn(&d.reader)
 }
 
-// Reader reads contents inside Read.
+// Reader reads contents inside Read; it is valid only there.
 type Reader struct{ d *DB }
 
 // Rev is the revision being read.

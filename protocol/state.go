@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,33 +149,31 @@ type watchSet struct {
 	sig     unique.Handle[string]
 }
 
-var noWatches = makeWatchSet("", map[watchKey]*watch{})
+var noWatches = &watchSet{m: map[watchKey]*watch{}, byName: map[string][]*watch{}, sig: unique.Make("")}
 
 // internedSets maps a signature to a weak pointer to its set; a set
 // nobody holds is collected, and its entry with it.
 var internedSets sync.Map
 
-func makeWatchSet(typeURL string, m map[watchKey]*watch) *watchSet {
-	ws := &watchSet{m: m, byName: map[string][]*watch{}}
+// sortWatches returns m's watches in order with their signature.
+func sortWatches(m map[watchKey]*watch) ([]*watch, unique.Handle[string], map[watchKey]*watch) {
+	sorted := make([]*watch, 0, len(m))
 	for _, w := range m {
-		ws.sorted = append(ws.sorted, w)
+		sorted = append(sorted, w)
 	}
-	sort.Slice(ws.sorted, func(i, j int) bool {
-		if ws.sorted[i].name != ws.sorted[j].name {
-			return ws.sorted[i].name < ws.sorted[j].name
+	slices.SortFunc(sorted, func(a, b *watch) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
 		}
-		return ws.sorted[i].pkey < ws.sorted[j].pkey
+		return strings.Compare(a.pkey, b.pkey)
 	})
+	n := 0
+	for _, w := range sorted {
+		n += len(w.name) + len(w.pkey) + 3
+	}
 	var b strings.Builder
-	b.WriteString(typeURL)
-	b.WriteByte(0)
-	for _, w := range ws.sorted {
-		switch kindOf(typeURL, w.name) {
-		case watchWildcard, watchGlob:
-			ws.special = append(ws.special, w)
-		default:
-			ws.byName[w.name] = append(ws.byName[w.name], w)
-		}
+	b.Grow(n)
+	for _, w := range sorted {
 		b.WriteString(w.name)
 		b.WriteByte(0)
 		b.WriteString(w.pkey)
@@ -183,27 +182,51 @@ func makeWatchSet(typeURL string, m map[watchKey]*watch) *watchSet {
 		}
 		b.WriteByte(0)
 	}
-	ws.sig = unique.Make(b.String())
+	return sorted, unique.Make(b.String()), m
+}
+
+// makeWatchSet indexes sorted watches (the signature is per type: the
+// type's watches are in one table).
+func makeWatchSet(typeURL string, sorted []*watch, sig unique.Handle[string], m map[watchKey]*watch) *watchSet {
+	ws := &watchSet{m: m, sorted: sorted, byName: make(map[string][]*watch, len(sorted)), sig: sig}
+	for _, w := range sorted {
+		switch kindOf(typeURL, w.name) {
+		case watchWildcard, watchGlob:
+			ws.special = append(ws.special, w)
+		default:
+			ws.byName[w.name] = append(ws.byName[w.name], w)
+		}
+	}
 	return ws
 }
 
 // internWatchSet returns the set with m's watches, shared with every
-// stream that has the same ones.
-func internWatchSet(typeURL string, m map[watchKey]*watch) *watchSet {
-	ws := makeWatchSet(typeURL, m)
+// stream of the type that has the same ones.
+func internWatchSet(t *resource.Type, m map[watchKey]*watch) *watchSet {
+	sorted, sig, m := sortWatches(m)
+	key := internKey{t, sig}
 	for {
+		v, ok := internedSets.Load(key)
+		if ok {
+			if old := v.(weak.Pointer[watchSet]).Value(); old != nil {
+				return old
+			}
+			internedSets.CompareAndDelete(key, v)
+			continue
+		}
+		ws := makeWatchSet(t.URL, sorted, sig, m)
 		wp := weak.Make(ws)
-		v, loaded := internedSets.LoadOrStore(ws.sig, wp)
-		if !loaded {
-			sig := ws.sig
-			runtime.AddCleanup(ws, func(struct{}) { internedSets.CompareAndDelete(sig, wp) }, struct{}{})
-			return ws
+		if _, loaded := internedSets.LoadOrStore(key, wp); loaded {
+			continue // another stream interned it first: use that one
 		}
-		if old := v.(weak.Pointer[watchSet]).Value(); old != nil {
-			return old
-		}
-		internedSets.CompareAndDelete(ws.sig, v)
+		runtime.AddCleanup(ws, func(struct{}) { internedSets.CompareAndDelete(key, wp) }, struct{}{})
+		return ws
 	}
+}
+
+type internKey struct {
+	typ *resource.Type
+	sig unique.Handle[string]
 }
 
 // watches returns the current subscriptions, as being edited if they are.
@@ -230,7 +253,7 @@ func (ts *typeState) commit() {
 	if ts.edit == nil {
 		return
 	}
-	ts.ws = internWatchSet(ts.typ.URL, ts.edit)
+	ts.ws = internWatchSet(ts.typ, ts.edit)
 	ts.edit = nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -525,14 +526,16 @@ type out struct {
 func (s *stream) collect() []out {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var changed []db.Changed
+	var changedBuf [4]db.Changed
+	changed := changedBuf[:0]
 	since := s.sub.DrainFunc(func(c db.Changed) { changed = append(changed, c) })
 	for _, c := range changed {
 		if ts := s.types[c.Type]; ts != nil {
 			ts.markDirty(c.Name, since)
 		}
 	}
-	var busy []*typeState
+	var buf [4]*typeState
+	busy := buf[:0]
 	for _, ts := range s.types {
 		if ts.busy() {
 			busy = append(busy, ts)
@@ -541,14 +544,19 @@ func (s *stream) collect() []out {
 	if len(busy) == 0 {
 		return nil
 	}
-	sort.Slice(busy, func(i, j int) bool {
-		if busy[i].typ.Order != busy[j].typ.Order {
-			return busy[i].typ.Order < busy[j].typ.Order
-		}
-		return busy[i].typ.URL < busy[j].typ.URL
-	})
-	var first, last []*response
-	var owners, lastOwners []*typeState
+	if len(busy) > 1 {
+		slices.SortFunc(busy, func(a, b *typeState) int {
+			if a.typ.Order != b.typ.Order {
+				return a.typ.Order - b.typ.Order
+			}
+			return strings.Compare(a.typ.URL, b.typ.URL)
+		})
+	}
+	var firstBuf [4]*response
+	var ownersBuf [4]*typeState
+	first, owners := firstBuf[:0], ownersBuf[:0]
+	var last []*response
+	var lastOwners []*typeState
 	s.srv.db.Read(func(r *db.Reader) {
 		rev := r.Rev()
 		version := versionOf(rev)
@@ -563,7 +571,7 @@ func (s *stream) collect() []out {
 			}
 		}
 	})
-	var res []out
+	res := make([]out, 0, len(first)+len(last))
 	for i, r := range append(first, last...) {
 		ts := append(owners, lastOwners...)[i]
 		res = append(res, s.finish(ts, r))
