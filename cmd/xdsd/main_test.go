@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,8 +28,9 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // store in a temp dir; it returns the admin address.
 func startServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string) {
 	t.Helper()
-	f := serveFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", storeSpec: "bolt:" + filepath.Join(t.TempDir(), "xdsd.db"),
-		logLevel: "error", watchInterval: 50 * time.Millisecond, maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000}
+	f := serveFlags{daemonFlags: daemonFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", logLevel: "error",
+		maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000},
+		storeSpec: "bolt:" + filepath.Join(t.TempDir(), "xdsd.db"), watchInterval: 50 * time.Millisecond}
 	if len(extra) == 2 && extra[0] == "--watch" {
 		f.watchDir = extra[1]
 	}
@@ -207,4 +209,30 @@ func httpPost(url, body string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// A daemon whose address is taken says which listener failed, exits 1, and
+// leaves nothing running (goleak checks) — for serve and relay alike.
+func TestBusyAddress(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	addr := busy.Addr().String()
+	db := "bolt:" + filepath.Join(t.TempDir(), "xdsd.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--store", db, "--xds-addr", addr}, "xDS listener"},
+		{[]string{"serve", "--store", db, "--xds-addr", "127.0.0.1:0", "--admin-addr", addr}, "admin listener"},
+		{[]string{"relay", "--upstream", "127.0.0.1:1", "--xds-addr", addr}, "xDS listener"},
+		{[]string{"relay", "--upstream", "127.0.0.1:1", "--xds-addr", "127.0.0.1:0", "--admin-addr", addr}, "admin listener"},
+	} {
+		code, _, errOut := runCmd(t, c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "address already in use") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", c.args, code, errOut, c.want)
+		}
+	}
 }

@@ -7,21 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
-
 	"github.com/xdsd/xdsd/admin"
-	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/store"
 	"github.com/xdsd/xdsd/store/bolt"
@@ -54,25 +46,18 @@ func openStore(spec string) (store.Store, error) {
 }
 
 type serveFlags struct {
-	xdsAddr, adminAddr, storeSpec, watchDir, logLevel string
-	watchInterval                                     time.Duration
-	maxSubs, maxMsg, burst                            int
-	rate                                              float64
+	daemonFlags
+	storeSpec, watchDir string
+	watchInterval       time.Duration
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
-	fs.StringVar(&f.xdsAddr, "xds-addr", "127.0.0.1:18000", "address the xDS gRPC services listen on")
-	fs.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:18001", "address of the HTTP admin API (empty: none)")
+	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.IntVar(&f.maxSubs, "max-subscriptions", 100000, "subscriptions one stream may hold")
-	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes")
-	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain")
-	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst")
 	if _, err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			helpFlags(fs, "serve [flags]", stdout)
@@ -97,10 +82,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	}
 	defer st.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: protocol.Options{
-		MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst}})
+	reg := newRegistry()
+	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 
 	if f.watchDir != "" {
 		w := &server.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log}
@@ -111,71 +94,28 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		go w.Run(ctx)
 	}
 
-	lis, err := net.Listen("tcp", f.xdsAddr)
+	d, err := listen(f.daemonFlags, srv.Register, admin.Handler(admin.Options{
+		Store: st, Ready: srv.Ready, Gatherer: reg, Logger: log,
+		Clients: func() any { return srv.Clients() },
+	}))
 	if err != nil {
-		return fmt.Errorf("xDS listener: %w", err)
+		return err
 	}
-	g := grpc.NewServer(protocol.ServerCodec(),
-		grpc.MaxRecvMsgSize(f.maxMsg),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
-	srv.Register(g)
-
-	errc := make(chan error, 3)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { errc <- srv.Run(runCtx) }()
-	go func() { errc <- g.Serve(lis) }()
-
-	adminAddr := ""
-	var hs *http.Server
-	if f.adminAddr != "" {
-		alis, err := net.Listen("tcp", f.adminAddr)
-		if err != nil {
-			g.Stop()
-			return fmt.Errorf("admin listener: %w", err)
-		}
-		adminAddr = alis.Addr().String()
-		hs = &http.Server{Handler: admin.Handler(admin.Options{
-			Store: st, Ready: srv.Ready, Gatherer: reg, Logger: log,
-			Clients: func() any { return srv.Clients() },
-		}), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := hs.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
+	go func() { d.errc <- srv.Run(runCtx) }()
+	d.start()
 	// Report readiness once the store's state is loaded (an interrupted
 	// load falls through to the shutdown below).
 	if srv.WaitRev(ctx, st.Rev()) == nil {
-		log.Info("xdsd serving", "xds", lis.Addr().String(), "admin", adminAddr, "store", f.storeSpec, "revision", st.Rev())
+		log.Info("xdsd serving", "xds", d.xdsAddr(), "admin", d.adminAddr(), "store", f.storeSpec, "revision", st.Rev())
 		if ready != nil {
-			ready(lis.Addr().String(), adminAddr)
+			ready(d.xdsAddr(), d.adminAddr())
 		}
 	}
-
-	select {
-	case <-ctx.Done():
-		err = nil
-	case err = <-errc:
-	}
+	err = d.wait(ctx)
 	log.Info("shutting down")
 	cancel()
-	if hs != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		hs.Shutdown(sctx)
-		scancel()
-	}
-	// xDS streams never end on their own: end them (clients reconnect at
-	// once), then stop gracefully, with a deadline for anything else.
-	srv.Close()
-	done := make(chan struct{})
-	go func() { g.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		g.Stop()
-	}
+	d.stop(srv.Close)
 	return err
 }

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xdsd/xdsd/protocol"
+)
+
+// daemonFlags are the flags of the long-running commands (serve, relay):
+// where they listen and what one downstream stream may do.
+type daemonFlags struct {
+	xdsAddr, adminAddr, logLevel string
+	maxSubs, maxMsg, burst       int
+	rate                         float64
+}
+
+func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
+	fs.StringVar(&f.xdsAddr, "xds-addr", xdsAddr, "address the xDS gRPC services listen on")
+	fs.StringVar(&f.adminAddr, "admin-addr", adminAddr, "address of the HTTP admin API (empty: none)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&f.maxSubs, "max-subscriptions", 100000, "subscriptions one stream may hold")
+	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes")
+	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain")
+	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst")
+}
+
+func (f daemonFlags) protocolOptions() protocol.Options {
+	return protocol.Options{MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst}
+}
+
+// newRegistry is a daemon's metrics registry, with the Go and process
+// collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// daemon is the listening half of serve and relay: the xDS gRPC server and
+// the admin HTTP server.
+type daemon struct {
+	g         *grpc.Server
+	lis, alis net.Listener
+	hs        *http.Server
+	errc      chan error
+}
+
+// listen binds the xDS address and, unless it is empty, the admin one, for
+// the xDS services register adds and the admin handler. Nothing is served
+// before start.
+func listen(f daemonFlags, register func(*grpc.Server), adminHandler http.Handler) (*daemon, error) {
+	lis, err := net.Listen("tcp", f.xdsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("xDS listener: %w", err)
+	}
+	d := &daemon{lis: lis, errc: make(chan error, 4)} // one each: gRPC, admin, and the caller's (serve's store follower)
+	if f.adminAddr != "" {
+		if d.alis, err = net.Listen("tcp", f.adminAddr); err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
+	}
+	d.g = grpc.NewServer(protocol.ServerCodec(), grpc.MaxRecvMsgSize(f.maxMsg),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	register(d.g)
+	return d, nil
+}
+
+// xdsAddr and adminAddr are the bound addresses ("" for no admin API).
+func (d *daemon) xdsAddr() string { return d.lis.Addr().String() }
+
+func (d *daemon) adminAddr() string {
+	if d.alis == nil {
+		return ""
+	}
+	return d.alis.Addr().String()
+}
+
+// start serves both listeners.
+func (d *daemon) start() {
+	go func() { d.errc <- d.g.Serve(d.lis) }()
+	if d.hs != nil {
+		go func() {
+			if err := d.hs.Serve(d.alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.errc <- err
+			}
+		}()
+	}
+}
+
+// wait returns when ctx ends (nil) or a listener fails (its error).
+func (d *daemon) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-d.errc:
+		return err
+	}
+}
+
+// stop shuts the admin API down, lets endStreams end the xDS streams
+// (they never end on their own; clients reconnect at once), then stops
+// gRPC gracefully with a deadline for anything else.
+func (d *daemon) stop(endStreams func()) {
+	if d.hs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d.hs.Shutdown(ctx)
+		cancel()
+	}
+	endStreams()
+	done := make(chan struct{})
+	go func() { d.g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		d.g.Stop()
+	}
+}
