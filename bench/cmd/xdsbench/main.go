@@ -264,91 +264,50 @@ func median(xs []float64) float64 {
 }
 
 // runFanout measures one implementation under one scenario.
-func (b *bench) runFanout(sc scenario, impl string, upstreamOf func() (*server, func(), error)) (f fanout) {
-	f.impl = impl
+func (b *bench) runFanout(sc scenario, impl string, upstreamOf func() (*server, func(), error)) fanout {
+	f := fanout{impl: impl}
+	f.err = b.fanout(&f, sc, impl, upstreamOf)
+	return f
+}
+
+func (b *bench) fanout(f *fanout, sc scenario, impl string, upstreamOf func() (*server, func(), error)) error {
 	var srv *server
 	var err error
 	var measured *server // whose CPU is reported: the server, or a relay's origin
 	if upstreamOf != nil {
 		origin, stopOrigin, err := upstreamOf()
 		if err != nil {
-			f.err = err
-			return f
+			return err
 		}
 		defer stopOrigin()
 		if srv, err = b.startServer("relay", "--upstream", origin.xds); err != nil {
-			f.err = err
-			return f
+			return err
 		}
 		measured = origin
 		defer srv.stop()
 	} else {
 		if srv, err = b.startServer(impl); err != nil {
-			f.err = err
-			return f
+			return err
 		}
 		defer srv.stop()
 		var st control.ServerStats
 		if err := srv.post("/setup", sc.setup, &st); err != nil {
-			f.err = err
-			return f
+			return err
 		}
 		f.encodedLen = st.EncodedLen
 		measured = srv
 	}
-	lg, err := b.startLoadgen()
+	lg, err := b.connect(f, sc, srv)
 	if err != nil {
-		f.err = err
-		return f
+		return err
 	}
 	defer lg.stop()
-	c := sc.connect
-	c.Cmd, c.Addr = "connect", srv.xds
-	if err := lg.send(c); err != nil {
-		f.err = err
-		return f
-	}
-	ev, err := lg.next()
-	if err != nil {
-		f.err = err
-		return f
-	}
-	f.connectMS = ev.MS
 	var p50s, p99s, maxs, cpus, perResp, resps, bytesPer []float64
 	for round := 1; round <= b.rounds; round++ {
-		before, err := measured.stats()
+		ev, cpu, err := b.round(lg, measured, sc, round)
 		if err != nil {
-			f.err = err
-			return f
+			return err
 		}
-		marker := fmt.Sprintf(control.MarkerFormat, round)
-		if err := lg.send(control.Command{Cmd: "expect", Marker: marker, TimeoutMS: 120000, Ack: true}); err != nil {
-			f.err = err
-			return f
-		}
-		if ev, err := lg.next(); err != nil || ev.Event != "expecting" {
-			f.err = fmt.Errorf("expect not acknowledged: %v %v", ev.Event, err)
-			return f
-		}
-		if err := lg.send(control.Command{Cmd: "t0", T0: time.Now().UnixNano()}); err != nil {
-			f.err = err
-			return f
-		}
-		if err := measured.post("/change", control.Change{Round: round, Count: sc.change}, nil); err != nil {
-			f.err = err
-			return f
-		}
-		ev, err := lg.next()
-		if err != nil {
-			f.err = err
-			return f
-		}
-		after, err := measured.stats()
-		if err != nil {
-			f.err = err
-			return f
-		}
-		cpu := float64(after.CPUNanos - before.CPUNanos)
 		p50s, p99s, maxs = append(p50s, ev.P50MS), append(p99s, ev.P99MS), append(maxs, ev.MaxMS)
 		cpus = append(cpus, cpu/1e6)
 		resps = append(resps, float64(ev.Responses))
@@ -361,53 +320,93 @@ func (b *bench) runFanout(sc scenario, impl string, upstreamOf func() (*server, 
 	f.p50, f.p99, f.max = median(p50s), median(p99s), median(maxs)
 	f.cpuPerChange, f.cpuPerResponse, f.responses = median(cpus), median(perResp), median(resps)
 	f.bytesPerStream = median(bytesPer)
-	return f
+	return nil
+}
+
+// connect starts a load generator and opens the scenario's streams to srv.
+func (b *bench) connect(f *fanout, sc scenario, srv *server) (*loadgen, error) {
+	lg, err := b.startLoadgen()
+	if err != nil {
+		return nil, err
+	}
+	c := sc.connect
+	c.Cmd, c.Addr = "connect", srv.xds
+	err = lg.send(c)
+	var ev control.Event
+	if err == nil {
+		ev, err = lg.next()
+	}
+	if err != nil {
+		lg.stop()
+		return nil, err
+	}
+	f.connectMS = ev.MS
+	return lg, nil
+}
+
+// round makes one change and returns what the load generator saw and the
+// server CPU it cost, in nanoseconds.
+func (b *bench) round(lg *loadgen, measured *server, sc scenario, round int) (control.Event, float64, error) {
+	before, err := measured.stats()
+	if err != nil {
+		return control.Event{}, 0, err
+	}
+	marker := fmt.Sprintf(control.MarkerFormat, round)
+	if err := lg.send(control.Command{Cmd: "expect", Marker: marker, TimeoutMS: 120000, Ack: true}); err != nil {
+		return control.Event{}, 0, err
+	}
+	if ev, err := lg.next(); err != nil || ev.Event != "expecting" {
+		return control.Event{}, 0, fmt.Errorf("expect not acknowledged: %v %v", ev.Event, err)
+	}
+	if err := lg.send(control.Command{Cmd: "t0", T0: time.Now().UnixNano()}); err != nil {
+		return control.Event{}, 0, err
+	}
+	if err := measured.post("/change", control.Change{Round: round, Count: sc.change}, nil); err != nil {
+		return control.Event{}, 0, err
+	}
+	ev, err := lg.next()
+	if err != nil {
+		return control.Event{}, 0, err
+	}
+	after, err := measured.stats()
+	if err != nil {
+		return control.Event{}, 0, err
+	}
+	return ev, float64(after.CPUNanos - before.CPUNanos), nil
 }
 
 // runIdle measures memory per idle ACKed stream: RSS after GC with the
 // streams connected, less RSS after GC before.
-func (b *bench) runIdle(sc scenario, impl string) (f fanout) {
-	f.impl = impl
+func (b *bench) runIdle(sc scenario, impl string) fanout {
+	f := fanout{impl: impl}
+	f.err = b.idle(&f, sc, impl)
+	return f
+}
+
+func (b *bench) idle(f *fanout, sc scenario, impl string) error {
 	srv, err := b.startServer(impl)
 	if err != nil {
-		f.err = err
-		return f
+		return err
 	}
 	defer srv.stop()
 	if err := srv.post("/setup", sc.setup, nil); err != nil {
-		f.err = err
-		return f
+		return err
 	}
 	base, err := srv.gc()
 	if err != nil {
-		f.err = err
-		return f
+		return err
 	}
-	lg, err := b.startLoadgen()
+	lg, err := b.connect(f, sc, srv)
 	if err != nil {
-		f.err = err
-		return f
+		return err
 	}
 	defer lg.stop()
-	c := sc.connect
-	c.Cmd, c.Addr = "connect", srv.xds
-	if err := lg.send(c); err != nil {
-		f.err = err
-		return f
-	}
-	ev, err := lg.next()
-	if err != nil {
-		f.err = err
-		return f
-	}
-	f.connectMS = ev.MS
 	loaded, err := srv.gc()
 	if err != nil {
-		f.err = err
-		return f
+		return err
 	}
-	f.rssPerStream = float64(loaded.RSSBytes-base.RSSBytes) / float64(c.Streams)
-	return f
+	f.rssPerStream = float64(loaded.RSSBytes-base.RSSBytes) / float64(sc.connect.Streams)
+	return nil
 }
 
 func (b *bench) scenarios() map[string]scenario {
