@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/db"
 	"github.com/xdsd/xdsd/protocol"
@@ -37,21 +35,7 @@ func newHarness(t *testing.T, opts ...func(*protocol.Options)) *harness {
 		f(&o)
 	}
 	ps := protocol.NewServer(d, o)
-	g := grpc.NewServer(protocol.ServerCodec())
-	ps.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		g.Stop()
-	})
+	_, conn := protocoltest.Serve(t, ps.Register)
 	return &harness{t: t, db: d, srv: ps, conn: conn}
 }
 

@@ -272,17 +272,26 @@ func (s *stream) newWatch(n string, locator map[string]string, tp2 bool) *watch 
 	return &watch{name: canonical(n), params: p, pkey: p.Key(), tp2: tp2}
 }
 
+// begin starts on a request (s.mu held): the type's state, made if new
+// (existed says whether it was there before), with the node noted.
+func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed bool, err error) {
+	if typeURL, err = s.requestType(typeURL); err != nil {
+		return nil, false, err
+	}
+	s.setNode(n)
+	s.requests++
+	_, existed = s.types[typeURL]
+	return s.typeState(typeURL), existed, nil
+}
+
 // handleSotW applies a SotW request (PROTOCOL.md §1).
 func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	typeURL, err := s.requestType(req.GetTypeUrl())
+	ts, _, err := s.begin(req.GetTypeUrl(), req.GetNode())
 	if err != nil {
 		return err
 	}
-	s.setNode(req.GetNode())
-	s.requests++
-	ts := s.typeState(typeURL)
 	now := time.Now()
 	if n := req.GetResponseNonce(); n != "" {
 		if n != ts.nonce {
@@ -405,14 +414,10 @@ func (s *stream) ackOrNack(ts *typeState, nonce, version, msg string, nack bool,
 func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	typeURL, err := s.requestType(req.GetTypeUrl())
+	ts, existed, err := s.begin(req.GetTypeUrl(), req.GetNode())
 	if err != nil {
 		return err
 	}
-	s.setNode(req.GetNode())
-	s.requests++
-	_, existed := s.types[typeURL]
-	ts := s.typeState(typeURL)
 	now := time.Now()
 	if n := req.GetResponseNonce(); n != "" {
 		for _, r := range ts.recent {

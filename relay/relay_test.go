@@ -3,7 +3,6 @@ package relay_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,10 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/relay"
 	"github.com/xdsd/xdsd/resource"
@@ -51,23 +48,9 @@ func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(protocol.ServerCodec())
-	r.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		r.Close()
-		g.Stop()
-	})
-	return &relayUnderTest{r: r, reg: reg, addr: lis.Addr().String(), conn: conn}
+	t.Cleanup(r.Close) // after the server's cleanup: streams first, then the relay
+	addr, conn := protocoltest.Serve(t, r.Register)
+	return &relayUnderTest{r: r, reg: reg, addr: addr, conn: conn}
 }
 
 func clusterDoc(name, tag string) string {

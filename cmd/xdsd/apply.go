@@ -35,10 +35,7 @@ var errInvalid = errors.New("invalid input; nothing was applied")
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	file := fs.String("f", "", "file, directory or - (standard input) to check")
-	if _, err := parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helpFlags(fs, "validate -f FILE|DIR|-", stdout)
-		}
+	if _, err := parse(fs, args, "validate -f FILE|DIR|-", stdout); err != nil {
 		return err
 	}
 	if *file == "" {
@@ -96,10 +93,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
-	if _, err := parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helpFlags(fs, "apply [--admin ADDR] -f FILE|DIR|-", stdout)
-		}
+	if _, err := parse(fs, args, "apply [--admin ADDR] -f FILE|DIR|-", stdout); err != nil {
 		return err
 	}
 	if *file == "" {
@@ -151,11 +145,8 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
 	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
 	cons := fs.String("constraints", "", "delete only the variant with these constraints (text syntax)")
-	pos, err := parse(fs, args)
+	pos, err := parse(fs, args, "delete [--admin ADDR] TYPE NAME [--constraints EXPR]", stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helpFlags(fs, "delete [--admin ADDR] TYPE NAME [--constraints EXPR]", stdout)
-		}
 		return err
 	}
 	if len(pos) != 2 {

@@ -195,11 +195,8 @@ func printResults(w io.Writer, format string, rs []Result, stream bool) error {
 
 func parseGet(cmd string, args []string, stdout io.Writer) (*getFlags, *resource.Type, []string, error) {
 	fs, f := getFlagSet(cmd)
-	pos, err := parse(fs, args)
+	pos, err := parse(fs, args, cmd+" [--server ADDR | --bootstrap FILE] [--delta] [--param k=v]... [--node-id ID] [-o yaml|json] TYPE NAME...", stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helpFlags(fs, cmd+" [--server ADDR | --bootstrap FILE] [--delta] [--param k=v]... [--node-id ID] [-o yaml|json] TYPE NAME...", stdout)
-		}
 		return nil, nil, nil, err
 	}
 	fs.Visit(func(fl *flag.Flag) { f.deltaSet = f.deltaSet || fl.Name == "delta" })

@@ -79,10 +79,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // parse parses flags that may come before, between or after positional
-// arguments (xdsd delete rds main --constraints env=prod).
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+// arguments (xdsd delete rds main --constraints env=prod); on -h it prints
+// the synopsis and the flags to stdout.
+func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (pos []string, err error) {
+	defer func() {
+		if errors.Is(err, flag.ErrHelp) {
+			helpFlags(fs, synopsis, stdout)
+		}
+	}()
 	fs.SetOutput(io.Discard)
-	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

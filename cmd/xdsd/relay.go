@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -29,10 +28,7 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.transport, "upstream-transport", "delta", "delta or sotw, with --upstream")
 	fs.StringVar(&f.nodeID, "node-id", "xdsd-relay", "node id the relay presents upstream (with --upstream)")
 	f.register(fs, "127.0.0.1:18100", "127.0.0.1:18101")
-	if _, err := parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helpFlags(fs, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout)
-		}
+	if _, err := parse(fs, args, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout); err != nil {
 		return err
 	}
 	if (f.upstream == "") == (f.bootstrap == "") {

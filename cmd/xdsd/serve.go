@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,10 +57,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes")
-	if _, err := parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helpFlags(fs, "serve [flags]", stdout)
-		}
+	if _, err := parse(fs, args, "serve [flags]", stdout); err != nil {
 		return err
 	}
 	log, err := newLogger(f.logLevel, stderr)

@@ -7,6 +7,7 @@ package protocoltest
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -15,9 +16,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -36,6 +39,61 @@ func Node(id string, meta map[string]string, features ...string) *corev3.Node {
 		n.Metadata = s
 	}
 	return n
+}
+
+// Serve serves the services register adds on a loopback port, with xdsd's
+// codec, until the test ends; it returns the address and a connection.
+func Serve(t testing.TB, register func(*grpc.Server)) (addr string, conn *grpc.ClientConn) {
+	t.Helper()
+	g := grpc.NewServer(protocol.ServerCodec())
+	register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		g.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		g.Stop()
+	})
+	return lis.Addr().String(), conn
+}
+
+// pump reads a stream's responses in the background, until it ends.
+func pump[R any](recv func() (R, error)) (chan R, chan error) {
+	resps, errs := make(chan R, 100), make(chan error, 1)
+	go func() {
+		for {
+			r, err := recv()
+			if err != nil {
+				errs <- err
+				return
+			}
+			resps <- r
+		}
+	}()
+	return resps, errs
+}
+
+// await waits, with a deadline, for the next response, and checks it.
+func await[R any](t testing.TB, resps <-chan R, errs <-chan error, check func(testing.TB, R)) R {
+	t.Helper()
+	select {
+	case r := <-resps:
+		check(t, r)
+		return r
+	case err := <-errs:
+		t.Fatalf("stream ended: %v", err)
+	case <-time.After(Wait):
+		t.Fatal("no response")
+	}
+	var zero R
+	return zero
 }
 
 // SotW is a SotW ADS stream under test; responses are read in the
@@ -59,17 +117,8 @@ func NewSotW(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *SotW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &SotW{t: t, s: s, Resps: make(chan *discoveryv3.DiscoveryResponse, 100), Errs: make(chan error, 1)}
-	go func() {
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				c.Errs <- err
-				return
-			}
-			c.Resps <- r
-		}
-	}()
+	c := &SotW{t: t, s: s}
+	c.Resps, c.Errs = pump(s.Recv)
 	if n != nil {
 		c.firstNode = n
 	}
@@ -90,16 +139,7 @@ func (c *SotW) Send(r *discoveryv3.DiscoveryRequest) {
 // Recv waits for the next response, checked with CheckSotW.
 func (c *SotW) Recv() *discoveryv3.DiscoveryResponse {
 	c.t.Helper()
-	select {
-	case r := <-c.Resps:
-		CheckSotW(c.t, r)
-		return r
-	case err := <-c.Errs:
-		c.t.Fatalf("stream ended: %v", err)
-	case <-time.After(Wait):
-		c.t.Fatal("no response")
-	}
-	return nil
+	return await(c.t, c.Resps, c.Errs, CheckSotW)
 }
 
 // Ack acknowledges r with the given names.
@@ -180,17 +220,8 @@ func NewDelta(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *Delta {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Delta{t: t, s: s, Resps: make(chan *discoveryv3.DeltaDiscoveryResponse, 100), Errs: make(chan error, 1), node: n}
-	go func() {
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				c.Errs <- err
-				return
-			}
-			c.Resps <- r
-		}
-	}()
+	c := &Delta{t: t, s: s, node: n}
+	c.Resps, c.Errs = pump(s.Recv)
 	return c
 }
 
@@ -213,16 +244,7 @@ func (c *Delta) Sub(typeURL string, names ...string) {
 // Recv waits for the next response, checked with CheckDelta.
 func (c *Delta) Recv() *discoveryv3.DeltaDiscoveryResponse {
 	c.t.Helper()
-	select {
-	case r := <-c.Resps:
-		CheckDelta(c.t, r)
-		return r
-	case err := <-c.Errs:
-		c.t.Fatalf("stream ended: %v", err)
-	case <-time.After(Wait):
-		c.t.Fatal("no response")
-	}
-	return nil
+	return await(c.t, c.Resps, c.Errs, CheckDelta)
 }
 
 // Ack acknowledges a response.
