@@ -180,17 +180,22 @@ func (ch *channel) subscribe(typeURL string, s *upSub) {
 	ch.signal()
 }
 
+// lookup finds an upstream subscription (s is nil if there is none);
+// ch.mu is held.
+func (ch *channel) lookup(typeURL, name, pkey string) (t *upType, k subKey, s *upSub) {
+	k = subKey{name, pkey}
+	if t = ch.types[typeURL]; t != nil {
+		s = t.subs[k]
+	}
+	return t, k, s
+}
+
 // unsubscribe removes an upstream subscription.
 func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	t := ch.types[typeURL]
-	if t == nil {
-		return
-	}
-	k := subKey{name, pkey}
-	s, ok := t.subs[k]
-	if !ok {
+	t, k, s := ch.lookup(typeURL, name, pkey)
+	if s == nil {
 		return
 	}
 	delete(t.subs, k)
@@ -221,13 +226,8 @@ func (ch *channel) stillWanted(t *upType, name string) bool {
 func (ch *channel) refetch(typeURL, name, pkey string) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	t := ch.types[typeURL]
-	if t == nil {
-		return
-	}
-	k := subKey{name, pkey}
-	s, ok := t.subs[k]
-	if !ok {
+	t, k, s := ch.lookup(typeURL, name, pkey)
+	if s == nil {
 		return
 	}
 	if ch.connected >= 0 && !ch.servers[ch.connected].Delta() {

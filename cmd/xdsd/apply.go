@@ -30,7 +30,21 @@ func printDocErrors(w io.Writer, err error) {
 }
 
 // errInvalid is returned after the problems were printed.
-var errInvalid = errors.New("invalid input; nothing was applied")
+var errInvalid = errors.New("invalid input")
+
+// loadDocs loads the documents -f names; it prints any problems, each
+// with its file, document, line and path.
+func loadDocs(file string, stderr io.Writer) ([]*resource.Document, error) {
+	if file == "" {
+		return nil, usagef("-f FILE|DIR|- is required")
+	}
+	docs, err := resource.Load(file)
+	if err != nil {
+		printDocErrors(stderr, err)
+		return nil, errInvalid
+	}
+	return docs, nil
+}
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
@@ -38,13 +52,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if _, err := parse(fs, args, "validate -f FILE|DIR|-", stdout); err != nil {
 		return err
 	}
-	if *file == "" {
-		return usagef("-f FILE|DIR|- is required")
-	}
-	docs, err := resource.Load(*file)
+	docs, err := loadDocs(*file, stderr)
 	if err != nil {
-		printDocErrors(stderr, err)
-		return errors.New("invalid")
+		return err
 	}
 	resources := map[[2]string]bool{}
 	for _, d := range docs {
@@ -96,15 +106,13 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if _, err := parse(fs, args, "apply [--admin ADDR] -f FILE|DIR|-", stdout); err != nil {
 		return err
 	}
-	if *file == "" {
-		return usagef("-f FILE|DIR|- is required")
-	}
 	// Validate here, so errors name the user's files; send the documents as
 	// written, so the server applies exactly them.
-	docs, err := resource.Load(*file)
-	if err != nil {
-		printDocErrors(stderr, err)
-		return errInvalid
+	docs, err := loadDocs(*file, stderr)
+	if errors.Is(err, errInvalid) {
+		return fmt.Errorf("%w; nothing was applied", err)
+	} else if err != nil {
+		return err
 	}
 	raws := make([]json.RawMessage, len(docs))
 	for i, d := range docs {
