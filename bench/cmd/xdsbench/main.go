@@ -35,7 +35,7 @@ func main() {
 	var (
 		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay")
 		impls     = flag.String("impls", "xdsd,gcp-snapshot,gcp-linear,raw", "implementations to compare where a scenario allows")
-		rounds    = flag.Int("rounds", 5, "changes per fan-out measurement; the report gives medians")
+		rounds    = flag.Int("rounds", 9, "changes per fan-out measurement; the report gives medians")
 		quick     = flag.Bool("quick", false, "smoke run: tiny numbers, to prove the harness works")
 		out       = flag.String("o", "", "also write the report to this file")
 	)
