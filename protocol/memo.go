@@ -33,6 +33,7 @@ type memoKey struct {
 	mustReply bool
 	newWatch  bool // every watch is new (a first subscription)
 	deferRm   bool
+	dncSince  int64 // HonorDoNotCache: the revision the watches began at
 }
 
 type memoEntry struct {
@@ -58,6 +59,16 @@ func memoKeyFor(s *stream, ts *typeState, rev int64, deferRm bool) (memoKey, boo
 	}
 	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, sig: ts.ws.sig, held: ts.held, rev: rev,
 		all: ts.dirtyAll, mustReply: ts.mustReply, newWatch: newWatch, deferRm: deferRm}
+	// A caching proxy leaves out do_not_cache copies older than a watch
+	// (desire), so what it sends depends on when each watch began: streams
+	// share only if their watches all began at the same revision.
+	first := true
+	for _, since := range ts.dncSince {
+		if !first && since != k.dncSince {
+			return memoKey{}, false
+		}
+		k.dncSince, first = since, false
+	}
 	if !ts.dirtyAll && len(ts.dirty) == 1 {
 		for n := range ts.dirty {
 			k.dirty = n
