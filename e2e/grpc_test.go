@@ -97,42 +97,15 @@ func TestGRPCServeWatchQuickstart(t *testing.T) {
 }
 
 // Federation (TP1, gRFC A47): two `xdsd serve` processes are two
-// authorities. The listener and route come from auth-a, the cluster and its
-// endpoints from auth-b, and the client (dialing xds://auth-a/svc) puts it
-// together through its bootstrap's authorities.
+// authorities, serving examples/federation. The listener and route come
+// from auth-a, the cluster and its endpoints from auth-b, and the client
+// (dialing xds://auth-a/svc) puts it together through its bootstrap's
+// authorities.
 func TestGRPCFederation(t *testing.T) {
 	be := startBackend(t)
 	a, b := startXdsd(t), startXdsd(t)
-	a.apply(t, `"@type": type.googleapis.com/envoy.config.listener.v3.Listener
-name: xdstp://auth-a/envoy.config.listener.v3.Listener/svc
-api_listener:
-  api_listener:
-    "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-    stat_prefix: svc
-    rds: {route_config_name: "xdstp://auth-a/envoy.config.route.v3.RouteConfiguration/svc", config_source: {ads: {}}}
-    http_filters:
-    - name: router
-      typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
----
-"@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
-name: xdstp://auth-a/envoy.config.route.v3.RouteConfiguration/svc
-virtual_hosts:
-- name: svc
-  domains: ["*"]
-  routes: [{match: {prefix: ""}, route: {cluster: "xdstp://auth-b/envoy.config.cluster.v3.Cluster/svc"}}]
-`)
-	b.apply(t, fmt.Sprintf(`"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
-name: xdstp://auth-b/envoy.config.cluster.v3.Cluster/svc
-type: EDS
-eds_cluster_config: {service_name: "xdstp://auth-b/envoy.config.endpoint.v3.ClusterLoadAssignment/svc", eds_config: {ads: {}}}
----
-"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
-cluster_name: xdstp://auth-b/envoy.config.endpoint.v3.ClusterLoadAssignment/svc
-endpoints:
-- locality: {region: b}
-  load_balancing_weight: 1
-  lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}, load_balancing_weight: 1}]
-`, be.port))
+	a.apply(t, withPorts(t, "federation/auth-a", nil))
+	b.apply(t, withPorts(t, "federation/auth-b", map[int]int{50051: be.port}))
 	// The default server is neither authority, so nothing is found by
 	// accident.
 	bs := bootstrap("127.0.0.1:1", map[string]string{"auth-a": a.xds, "auth-b": b.xds}, nil)

@@ -106,3 +106,32 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// examples/vhds, as its README shows it: on-demand virtual hosts resolved
+// by domain, and a host nothing matches reported as not existing.
+func TestGetVHDS(t *testing.T) {
+	xds, _ := startServe(t, "--watch", "../../examples/vhds")
+	code, out, errOut := runCmd(t, "get", "--server", xds, "--delta", "--timeout", "500ms", "-o", "json", "vhds",
+		"shop/www.shop.example", "shop/eu.shop.example", "shop/api.internal", "shop/nowhere.org")
+	if code != 1 {
+		t.Fatalf("exit %d (want 1: one host does not exist): %s", code, errOut)
+	}
+	var rs []Result
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 4 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for i, want := range []string{"shop/www", "shop/regional", "shop/api", ""} {
+		var got struct{ Name string }
+		if len(rs[i].Resource.Resource) > 0 {
+			if err := json.Unmarshal(rs[i].Resource.Resource, &got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got.Name != want {
+			t.Errorf("%s: virtual host %q, want %q", rs[i].Name, got.Name, want)
+		}
+	}
+	if rs[3].Status != "does-not-exist" {
+		t.Errorf("%s: status %q", rs[3].Name, rs[3].Status)
+	}
+}
