@@ -50,6 +50,7 @@ func Handler(o Options) http.Handler {
 	}
 	a := &api{o: o}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", a.page)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", a.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
@@ -149,27 +150,32 @@ func Render(v *resource.Variant) Resource {
 	return r
 }
 
-func (a *api) list(w http.ResponseWriter, r *http.Request) {
-	var (
-		rev int64
-		vs  []*resource.Variant
-	)
+// variants reads what this process holds: its store's contents, or a
+// relay's cache. ok is false (and the error written) if it cannot.
+func (a *api) variants(w http.ResponseWriter, r *http.Request) (rev int64, vs []*resource.Variant, ok bool) {
 	switch {
 	case a.o.Store != nil:
 		cs, err := a.o.Store.Changes(r.Context(), store.FromStart)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err)
-			return
+			return 0, nil, false
 		}
-		rev, vs = cs.Rev, cs.Puts
+		return cs.Rev, cs.Puts, true
 	case a.o.Resources != nil:
-		var err error
-		if rev, vs, err = a.o.Resources(r.Context()); err != nil {
+		rev, vs, err := a.o.Resources(r.Context())
+		if err != nil {
 			writeError(w, http.StatusInternalServerError, err)
-			return
+			return 0, nil, false
 		}
-	default:
-		writeError(w, http.StatusNotFound, errors.New("this process holds no resources"))
+		return rev, vs, true
+	}
+	writeError(w, http.StatusNotFound, errors.New("this process holds no resources"))
+	return 0, nil, false
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	rev, vs, ok := a.variants(w, r)
+	if !ok {
 		return
 	}
 	f, err := parseFilter(r)
@@ -183,8 +189,14 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			out.Resources = append(out.Resources, Render(v))
 		}
 	}
-	sort.Slice(out.Resources, func(i, j int) bool {
-		a, b := out.Resources[i], out.Resources[j]
+	sortResources(out.Resources)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sortResources orders resources by type, name and constraints.
+func sortResources(rs []Resource) {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
 		if a.Type != b.Type {
 			return a.Type < b.Type
 		}
@@ -193,7 +205,6 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		return a.Constraints < b.Constraints
 	})
-	writeJSON(w, http.StatusOK, out)
 }
 
 type filter struct {

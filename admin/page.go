@@ -1,0 +1,178 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// The web page: what an operator looks at first. It shows the same data as
+// the JSON endpoints (which it links to), read once per page load; it is
+// rendered on the server, so it works without scripts and tests can read it.
+
+// pageClient and pageUpstream pick out what the page shows of the values
+// Options.Clients and Options.Upstream return (protocol.Client,
+// client.Upstream), by their JSON form, so admin depends on neither.
+type pageClient struct {
+	NodeID    string            `json:"node_id"`
+	Address   string            `json:"address"`
+	Kind      string            `json:"kind"`
+	Connected time.Time         `json:"connected"`
+	Params    map[string]string `json:"node_params"`
+	Types     []struct {
+		Type          string `json:"type"`
+		Subscriptions []struct {
+			Name   string            `json:"name"`
+			Params map[string]string `json:"params"`
+		} `json:"subscriptions"`
+		Resources    int    `json:"resources"`
+		SentVersion  string `json:"sent_version"`
+		AckedVersion string `json:"acked_version"`
+		Nacks        int    `json:"nacks"`
+		LastNack     *struct {
+			Version string `json:"version"`
+			Error   string `json:"error"`
+		} `json:"last_nack"`
+	} `json:"types"`
+}
+
+type pageUpstream struct {
+	Servers       []string `json:"servers"`
+	Connected     string   `json:"connected"`
+	DownSince     string   `json:"down_since"`
+	LastError     string   `json:"last_error"`
+	Subscriptions int      `json:"subscriptions"`
+	Responses     int64    `json:"responses"`
+	Resources     int64    `json:"resources"`
+	NACKs         int64    `json:"nacks"`
+}
+
+type pageData struct {
+	Role      string
+	Ready     bool
+	Revision  int64
+	Resources []Resource
+	Clients   []pageClient
+	Upstreams []pageUpstream
+	HasStore  bool
+	Errors    []string
+}
+
+// asJSON fills out from v's JSON form.
+func asJSON(v, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (a *api) page(w http.ResponseWriter, r *http.Request) {
+	d := pageData{Role: "server", Ready: a.o.Ready == nil || a.o.Ready(), HasStore: a.o.Store != nil}
+	if a.o.Store == nil {
+		d.Role = "relay"
+	}
+	if a.o.Store != nil || a.o.Resources != nil {
+		rec := &discard{header: http.Header{}}
+		rev, vs, ok := a.variants(rec, r)
+		if !ok {
+			d.Errors = append(d.Errors, "resources: "+rec.body.String())
+		}
+		d.Revision = rev
+		for _, v := range vs {
+			d.Resources = append(d.Resources, Resource{Type: v.Type.Name, Name: v.Name, Constraints: v.Constraints.String(),
+				Version: v.Version, PayloadType: payloadType(v)})
+		}
+		sortResources(d.Resources)
+	}
+	if a.o.Clients != nil {
+		if err := asJSON(a.o.Clients(), &d.Clients); err != nil {
+			d.Errors = append(d.Errors, "clients: "+err.Error())
+		}
+	}
+	if a.o.Upstream != nil {
+		if err := asJSON(a.o.Upstream(), &d.Upstreams); err != nil {
+			d.Errors = append(d.Errors, "upstream: "+err.Error())
+		}
+	}
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, d); err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes())
+}
+
+func payloadType(v *resource.Variant) string {
+	if v.PayloadURL != v.Type.URL {
+		return v.PayloadURL
+	}
+	return ""
+}
+
+// discard is a ResponseWriter that keeps what an endpoint would have
+// written, for the page to show an error in place.
+type discard struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return d.body.Write(b) }
+func (d *discard) WriteHeader(int)             {}
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	// resourceURL links a resource's JSON; its query is encoded here, so
+	// the template may take it as a URL.
+	"resourceURL": func(typ, name string) template.URL {
+		return template.URL("/v1/resources?" + url.Values{"type": {typ}, "name": {name}}.Encode())
+	},
+	"since": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return time.Since(t).Round(time.Second).String()
+	},
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>xdsd {{.Role}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+th,td{border-bottom:1px solid #ddd;padding:.25em .75em;text-align:left;vertical-align:top}
+th{background:#f4f4f4}
+code{font-size:13px}
+.bad{color:#b00}
+.muted{color:#777}
+</style></head>
+<body>
+<h1>xdsd {{.Role}}</h1>
+<p>{{if .Ready}}ready{{else}}<span class="bad">not ready</span>{{end}}{{if .HasStore}} · revision {{.Revision}}{{end}}
+· <a href="/metrics">metrics</a> · <a href="/v1/resources">resources (JSON)</a> · <a href="/v1/clients">clients (JSON)</a>{{if not .HasStore}} · <a href="/v1/upstream">upstream (JSON)</a>{{end}}</p>
+{{range .Errors}}<p class="bad">{{.}}</p>{{end}}
+{{if not .HasStore}}
+<h2>Upstream</h2>
+{{if .Upstreams}}<table><tr><th>servers</th><th>connected to</th><th>subscriptions</th><th>responses</th><th>resources</th><th>NACKs</th><th>last error</th></tr>
+{{range .Upstreams}}<tr><td>{{range .Servers}}<code>{{.}}</code> {{end}}</td>
+<td>{{if .Connected}}<code>{{.Connected}}</code>{{else}}<span class="bad">down{{if .DownSince}} since {{.DownSince}}{{end}}</span>{{end}}</td>
+<td>{{.Subscriptions}}</td><td>{{.Responses}}</td><td>{{.Resources}}</td><td>{{.NACKs}}</td><td class="bad">{{.LastError}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">no upstream stream yet (one opens with the first subscription)</p>{{end}}
+{{end}}
+<h2>Clients ({{len .Clients}})</h2>
+{{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
+{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
+<td>{{$t.Type}}</td><td>{{range $t.Subscriptions}}<code>{{if .Name}}{{.Name}}{{else}}(wildcard){{end}}</code>{{range $k, $v := .Params}} <span class="muted">{{$k}}={{$v}}</span>{{end}}<br>{{end}}</td>
+<td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td>{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: version {{$t.LastNack.Version}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
+{{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="5" class="muted">no request yet</td></tr>
+{{end}}{{end}}</table>{{else}}<p class="muted">no client connected</p>{{end}}
+<h2>Resources ({{len .Resources}})</h2>
+{{if .Resources}}<table><tr><th>type</th><th>name</th><th>constraints</th><th>version</th></tr>
+{{range .Resources}}<tr><td>{{.Type}}</td><td><a href="{{resourceURL .Type .Name}}"><code>{{.Name}}</code></a>{{if .PayloadType}} <span class="muted">→ {{.PayloadType}}</span>{{end}}</td><td><code>{{.Constraints}}</code></td><td>{{.Version}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
+</body></html>
+`))
