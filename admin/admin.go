@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,6 +30,10 @@ type Options struct {
 	Resources func(ctx context.Context) (rev int64, vs []*resource.Variant, err error)
 	// Ready reports readiness for /readyz.
 	Ready func() bool
+	// Served waits until the xDS side serves a store revision. An apply or
+	// delete answers once its revision is served, so a client that asks
+	// after `xdsd apply` returns gets what was applied.
+	Served func(ctx context.Context, rev int64) error
 	// Gatherer serves /metrics (prometheus.DefaultGatherer when nil).
 	Gatherer prometheus.Gatherer
 	// Clients returns the value /v1/clients shows as JSON.
@@ -305,7 +310,23 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Logger.Info("applied", "revision", res.Rev, "documents", len(docs), "changed", len(res.Puts), "deleted", len(res.Deletes))
+	a.waitServed(r.Context(), res.Rev)
 	writeJSON(w, http.StatusOK, result(res))
+}
+
+// servedWait bounds how long an apply waits for its revision to be served;
+// past it the apply still succeeds (it is stored), and the wait is logged.
+const servedWait = 10 * time.Second
+
+func (a *api) waitServed(ctx context.Context, rev int64) {
+	if a.o.Served == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, servedWait)
+	defer cancel()
+	if err := a.o.Served(ctx, rev); err != nil {
+		a.o.Logger.Warn("stored, but not yet served", "revision", rev, "error", err)
+	}
 }
 
 func (a *api) delete(w http.ResponseWriter, r *http.Request) {
@@ -336,6 +357,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Logger.Info("deleted", "revision", res.Rev, "variants", len(res.Deletes))
+	a.waitServed(r.Context(), res.Rev)
 	writeJSON(w, http.StatusOK, result(res))
 }
 

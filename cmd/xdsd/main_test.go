@@ -242,3 +242,20 @@ func TestBusyAddress(t *testing.T) {
 		}
 	}
 }
+
+// An apply answers once its revision is served: a client asking right
+// after `xdsd apply` returns gets what was applied, never an older state.
+func TestApplyIsServedWhenItReturns(t *testing.T) {
+	xds, adm := startServe(t)
+	dir := t.TempDir()
+	for i := range 10 {
+		p := writeFile(t, dir, "c.yaml", fmt.Sprintf("%sname: ryw\nalt_stat_name: gen-%d\n", cl, i))
+		if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", p); code != 0 {
+			t.Fatal(errOut)
+		}
+		code, out, errOut := runCmd(t, "get", "--server", xds, "cds", "ryw")
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("gen-%d", i)) {
+			t.Fatalf("after apply %d: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+}

@@ -91,7 +91,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	}
 
 	d, err := listen(f.daemonFlags, srv.Register, admin.Handler(admin.Options{
-		Store: st, Ready: srv.Ready, Gatherer: reg, Logger: log,
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log,
 		Clients: func() any { return srv.Clients() },
 	}))
 	if err != nil {
