@@ -94,6 +94,24 @@ func Not(c Constraints) Constraints {
 	return Constraints{mkNot(c.n)}
 }
 
+// Selecting returns the constraints that hold for exactly the parameter
+// sets that agree with p on keys: each key present in p with its value,
+// each key absent from p absent. Over the keys a resource's variants
+// constrain, it names p's class: every parameter set in it selects the same
+// variant (or none). A server says "no variant for these parameters" with
+// it (a TP2 removal naming a variant that does not exist).
+func Selecting(p Params, keys []string) Constraints {
+	cs := make([]Constraints, 0, len(keys))
+	for _, k := range keys {
+		if v, ok := p[k]; ok {
+			cs = append(cs, Value(k, v))
+		} else {
+			cs = append(cs, Not(Exists(k)))
+		}
+	}
+	return And(cs...)
+}
+
 // IsZero reports whether c is unconstrained (matches everything). Any
 // expression that canonicalizes to true, such as an empty AND, is zero.
 func (c Constraints) IsZero() bool { return c.n == nil }

@@ -194,3 +194,27 @@ func TestTextMarshaling(t *testing.T) {
 		t.Fatal("UnmarshalText accepted a syntax error")
 	}
 }
+
+func TestSelecting(t *testing.T) {
+	c := Selecting(Params{"env": "qa", "zone": "z1"}, []string{"env", "version"})
+	if got := c.String(); got != "!exists(version) && env=qa" && got != "env=qa && !exists(version)" {
+		t.Errorf("Selecting = %s", got)
+	}
+	for _, tc := range []struct {
+		p    Params
+		want bool
+	}{
+		{Params{"env": "qa"}, true},
+		{Params{"env": "qa", "zone": "other"}, true}, // keys outside the set do not matter
+		{Params{"env": "qa", "version": "v1"}, false},
+		{Params{"env": "prod"}, false},
+		{nil, false},
+	} {
+		if got := c.Match(tc.p); got != tc.want {
+			t.Errorf("Match(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if !Selecting(Params{"env": "qa"}, nil).IsZero() {
+		t.Error("no keys: want unconstrained")
+	}
+}

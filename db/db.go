@@ -83,9 +83,15 @@ type entry struct {
 	changed  int64               // the revision that last changed the variants
 	variants []*resource.Variant // sorted by constraint key
 	subs     map[*Subscriber]int
-	glob     *glob    // the glob collection holding this entry, if any
-	vhds     *vhds    // VirtualHost: its route configuration's namespace
-	domains  []string // VirtualHost: union of the variants' domains, indexed in vhds
+	// globKey is the glob collection that holds this entry while it has
+	// variants ("" for none), computed once (globKnown). The glob itself is
+	// looked up by key each time: it comes and goes with its members and
+	// subscribers, and an entry may outlive it (subscribed by name, no
+	// variants).
+	globKey   string
+	globKnown bool
+	vhds      *vhds    // VirtualHost: its route configuration's namespace
+	domains   []string // VirtualHost: union of the variants' domains, indexed in vhds
 }
 
 func (e *entry) empty() bool { return len(e.variants) == 0 && len(e.subs) == 0 }
@@ -152,12 +158,20 @@ func (t *table) gc(e *entry) {
 		return
 	}
 	delete(t.entries, e.name)
-	if e.glob != nil {
-		t.gcGlob(e.glob)
+	if g := t.globOf(e); g != nil {
+		t.gcGlob(g)
 	}
 	if e.vhds != nil {
 		t.gcVHDS(e.vhds.rc)
 	}
+}
+
+// globOf returns the glob collection currently holding e, if any.
+func (t *table) globOf(e *entry) *glob {
+	if e.globKey == "" {
+		return nil
+	}
+	return t.globs[e.globKey]
 }
 
 func (t *table) gcGlob(g *glob) {
@@ -326,18 +340,15 @@ func (r *Reader) Known(typeURL, n string, params constraint.Params) bool {
 // reindex keeps the glob and VHDS indexes in step with an entry's variants.
 func (d *DB) reindex(t *table, e *entry) {
 	present := len(e.variants) > 0
-	if e.glob == nil && present {
-		if n, err := name.ParseURN(e.name); err == nil {
-			if g, ok := n.GlobCollection(); ok {
-				e.glob = t.glob(g.String())
-			}
-		}
+	if !e.globKnown {
+		e.globKey, _ = InGlob(e.name)
+		e.globKnown = true
 	}
-	if e.glob != nil {
+	if e.globKey != "" {
 		if present {
-			e.glob.members[e.name] = e
-		} else {
-			delete(e.glob.members, e.name)
+			t.glob(e.globKey).members[e.name] = e
+		} else if g := t.globs[e.globKey]; g != nil {
+			delete(g.members, e.name)
 		}
 	}
 	if t.vhds != nil {
@@ -368,8 +379,8 @@ func (m *marker) entry(t *table, e *entry) {
 	for s := range t.wildcard {
 		m.mark(s, t.typ.URL, e.name)
 	}
-	if e.glob != nil {
-		for s := range e.glob.subs {
+	if g := t.globOf(e); g != nil {
+		for s := range g.subs {
 			m.mark(s, t.typ.URL, e.name)
 		}
 	}
@@ -608,7 +619,7 @@ func kind(t *table, n string) subKind {
 	switch {
 	case n == Wildcard:
 		return kindWildcard
-	case strings.HasPrefix(n, "xdstp:") && (strings.HasSuffix(n, "/*") || strings.Contains(n, "/*?")):
+	case IsGlob(n):
 		return kindGlob
 	case t != nil && t.vhds != nil && strings.Contains(n, "/"):
 		return kindVHDS
@@ -716,6 +727,17 @@ func (r *Reader) GlobNames(typeURL, globURL string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// IsGlob reports whether a subscription name is a glob collection URL
+// (TP1: an xdstp:// URL whose path ends in an unescaped "/*"), by its parsed
+// form: a parameter value that happens to hold "/*" does not make a glob.
+func IsGlob(n string) bool {
+	if !strings.HasPrefix(n, "xdstp:") {
+		return false
+	}
+	u, err := name.Parse(n)
+	return err == nil && u.Glob
 }
 
 // InGlob reports the glob collection URL a resource name belongs to, if any.

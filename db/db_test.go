@@ -119,6 +119,57 @@ func TestGlob(t *testing.T) {
 	}
 }
 
+// A member subscribed by its own name outlives its glob (no variants, no
+// glob subscribers): when it comes back, a new glob subscriber must still
+// find it and be told of it (the entry must not keep a dead glob).
+func TestGlobOutlivedByMember(t *testing.T) {
+	d := New(Hooks{})
+	const glob = "xdstp://a/envoy.config.cluster.v3.Cluster/foo/*"
+	const member = "xdstp://a/envoy.config.cluster.v3.Cluster/foo/x"
+	byName, _ := newSub()
+	d.Subscribe(byName, resource.ClusterURL, member, nil)
+	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(member, "", "1")}})
+	d.Update(Update{Removes: [][2]string{{resource.ClusterURL, member}}}) // the glob has no member and no subscriber: gone
+	g, _ := newSub()
+	d.Subscribe(g, resource.ClusterURL, glob, nil)
+	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(member, "", "2")}})
+	if got := pendingNames(g); !got[member] {
+		t.Errorf("the glob subscriber was not told of the returning member: %v", got)
+	}
+	var members []string
+	d.Read(func(r *Reader) {
+		r.GlobMembers(resource.ClusterURL, glob, nil, func(v *resource.Variant) { members = append(members, v.Name) })
+	})
+	if len(members) != 1 {
+		t.Errorf("members = %v, want [%s]", members, member)
+	}
+}
+
+// Only an unescaped trailing "/*" makes a glob: a parameter value holding
+// "/*" is an ordinary name.
+func TestIsGlob(t *testing.T) {
+	for n, want := range map[string]bool{
+		"xdstp://a/envoy.config.cluster.v3.Cluster/foo/*":       true,
+		"xdstp://a/envoy.config.cluster.v3.Cluster/foo/*?p=1":   true,
+		"xdstp://a/envoy.config.cluster.v3.Cluster/foo?x=/*":    false,
+		"xdstp://a/envoy.config.cluster.v3.Cluster/foo?x=a/*?b": false,
+		"legacy/*": false,
+		Wildcard:   false,
+	} {
+		if got := IsGlob(n); got != want {
+			t.Errorf("IsGlob(%q) = %v, want %v", n, got, want)
+		}
+	}
+	d := New(Hooks{})
+	s, _ := newSub()
+	const odd = "xdstp://a/envoy.config.cluster.v3.Cluster/foo?x=/*"
+	d.Subscribe(s, resource.ClusterURL, odd, nil)
+	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(odd, "", "1")}})
+	if got := pendingNames(s); !got[odd] {
+		t.Errorf("a subscriber of %s was not marked: %v", odd, got)
+	}
+}
+
 // TP2's four variants: each subscriber gets the one its parameters match.
 func TestVariantSelection(t *testing.T) {
 	d := New(Hooks{})

@@ -106,6 +106,7 @@ func TestDelta_2_1_NoncesAckNack(t *testing.T) {
 	c := h.delta(node("d", nil))
 	c.Sub(resource.ClusterURL, "a")
 	r1 := c.Recv()
+	h.put(cluster("c")) // a new revision: r2 goes out under a newer version than r1
 	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: "stale-or-unknown", ResourceNamesSubscribe: []string{"b"}})
 	r2 := c.Recv()
 	expect(t, r2, "cluster.v3.Cluster: b")
@@ -116,7 +117,9 @@ func TestDelta_2_1_NoncesAckNack(t *testing.T) {
 	ok := false
 	for _, s := range ts {
 		if s.Type == "envoy.config.cluster.v3.Cluster" {
-			ok = s.AckedNonce == r1.Nonce && s.LastNack != nil && s.LastNack.Error == "bad b" && s.LastNack.Nonce == r2.Nonce
+			// The ACK is of r1: its version, not the newest sent.
+			ok = s.AckedNonce == r1.Nonce && s.AckedVersion == r1.SystemVersionInfo && s.AckedVersion != r2.SystemVersionInfo &&
+				s.LastNack != nil && s.LastNack.Error == "bad b" && s.LastNack.Nonce == r2.Nonce && s.LastNack.Version == r2.SystemVersionInfo
 		}
 	}
 	if !ok {

@@ -27,6 +27,8 @@ type watch struct {
 	// tp2 is true when the client subscribed with a TP2 resource locator: it
 	// is sent variants' constraints and takes wrapped resources.
 	tp2 bool
+	// kind is what the name is (set by addWatch, from the type and name).
+	kind watchKind
 }
 
 type watchKey struct{ name, pkey string }
@@ -44,7 +46,7 @@ func kindOf(typeURL, n string) watchKind {
 	switch {
 	case n == db.Wildcard:
 		return watchWildcard
-	case strings.HasPrefix(n, "xdstp:") && (strings.HasSuffix(n, "/*") || strings.Contains(n, "/*?")):
+	case db.IsGlob(n):
 		return watchGlob
 	case typeURL == resource.VirtualHostURL && strings.Contains(n, "/"):
 		return watchVHDS
@@ -110,7 +112,7 @@ type typeState struct {
 	nonce       string
 	sentVersion string
 	sentAt      time.Time
-	recent      []string // delta: the last nonces sent, any of which the client may ACK
+	recent      []sent // delta: the last responses sent, any of which the client may ACK
 	ackVersion  string
 	ackNonce    string
 	ackAt       time.Time
@@ -119,6 +121,9 @@ type typeState struct {
 
 	metrics *typeCounters // this type's counters, looked up once
 }
+
+// sent is a delta response a client may still ACK or NACK.
+type sent struct{ nonce, version string }
 
 // typeCounters are the per-type metrics a stream bumps on every request.
 type typeCounters struct{ acks, nacks, stale, pushes, resources, bytes prometheus.Counter }
@@ -187,10 +192,10 @@ func sortWatches(m map[watchKey]*watch) ([]*watch, unique.Handle[string], map[wa
 
 // makeWatchSet indexes sorted watches (the signature is per type: the
 // type's watches are in one table).
-func makeWatchSet(typeURL string, sorted []*watch, sig unique.Handle[string], m map[watchKey]*watch) *watchSet {
+func makeWatchSet(sorted []*watch, sig unique.Handle[string], m map[watchKey]*watch) *watchSet {
 	ws := &watchSet{m: m, sorted: sorted, byName: make(map[string][]*watch, len(sorted)), sig: sig}
 	for _, w := range sorted {
-		switch kindOf(typeURL, w.name) {
+		switch w.kind {
 		case watchWildcard, watchGlob:
 			ws.special = append(ws.special, w)
 		default:
@@ -214,7 +219,7 @@ func internWatchSet(t *resource.Type, m map[watchKey]*watch) *watchSet {
 			internedSets.CompareAndDelete(key, v)
 			continue
 		}
-		ws := makeWatchSet(t.URL, sorted, sig, m)
+		ws := makeWatchSet(sorted, sig, m)
 		wp := weak.Make(ws)
 		if _, loaded := internedSets.LoadOrStore(key, wp); loaded {
 			continue // another stream interned it first: use that one
@@ -351,6 +356,11 @@ func (ts *typeState) busy() bool {
 type want struct {
 	byName map[string][]item
 	absent map[string]bool // explicitly watched names that do not exist → forced
+	// noMatch: TP2 watches of a name that has variants, none matching the
+	// watch's parameters (a relay's second parameter set). When another
+	// watch of the name is answered, the name is not absent, but these are
+	// still told: "no variant for these parameters" (computeDelta).
+	noMatch map[string][]noMatch
 	globs  map[string]bool // glob watches with no member → forced
 	order  []string
 	// pending: some watched name is not known yet (a cache miss a relay is
@@ -358,6 +368,11 @@ type want struct {
 	// would (a SotW full state, a wildcard's first answer) waits.
 	pending         bool
 	pendingWildcard bool
+}
+
+type noMatch struct {
+	params constraint.Params
+	forced bool
 }
 
 func (w *want) add(it item) {
@@ -441,8 +456,18 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 			watches = append(watches, ts.ws.byName[n]...)
 		}
 	}
+	// full says a wildcard or glob watch is looked at whole: on a full
+	// computation, or when its own name changed (a cache learned that the
+	// source answered it, possibly with nothing).
+	full := func(wt *watch) bool {
+		if only == nil {
+			return true
+		}
+		_, ok := only[wt.name]
+		return ok
+	}
 	for _, wt := range watches {
-		switch kindOf(typeURL, wt.name) {
+		switch wt.kind {
 		case watchWildcard:
 			if typeURL == resource.VirtualHostURL {
 				// On-demand VHDS: the wildcard (namespace) subscription's base
@@ -454,7 +479,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 				w.pending, w.pendingWildcard = true, true
 				continue
 			}
-			if only == nil {
+			if full(wt) {
 				r.All(typeURL, wt.params, func(v *resource.Variant) { add(v, wt, "") })
 				continue
 			}
@@ -466,7 +491,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 		case watchGlob:
 			found := false
 			forced := ts.forced(wt, wt.name)
-			if only == nil || forced {
+			if full(wt) || forced {
 				r.GlobMembers(typeURL, wt.name, wt.params, func(v *resource.Variant) { add(v, wt, ""); found = true })
 				switch {
 				case found:
@@ -499,7 +524,14 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, hon
 			if v := r.Get(typeURL, wt.name, wt.params); v != nil {
 				add(v, wt, "")
 			} else if r.Known(typeURL, wt.name, wt.params) {
-				w.absent[wt.name] = w.absent[wt.name] || ts.forced(wt, wt.name)
+				forced := ts.forced(wt, wt.name)
+				w.absent[wt.name] = w.absent[wt.name] || forced
+				if wt.tp2 {
+					if w.noMatch == nil {
+						w.noMatch = map[string][]noMatch{}
+					}
+					w.noMatch[wt.name] = append(w.noMatch[wt.name], noMatch{wt.params, forced})
+				}
 			} else {
 				w.pending = true
 			}

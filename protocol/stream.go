@@ -230,6 +230,7 @@ func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
 	if s.watchCount >= s.srv.opts.MaxSubscriptions {
 		return false, status.Errorf(codes.ResourceExhausted, "more than %d subscriptions on one stream", s.srv.opts.MaxSubscriptions)
 	}
+	w.kind = kindOf(ts.typ.URL, w.name)
 	ts.editing()[k] = w
 	s.watchCount++
 	if s.srv.opts.HonorDoNotCache {
@@ -421,8 +422,8 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	now := time.Now()
 	if n := req.GetResponseNonce(); n != "" {
 		for _, r := range ts.recent {
-			if r == n {
-				s.ackOrNack(ts, n, ts.sentVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
+			if r.nonce == n {
+				s.ackOrNack(ts, n, r.version, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
 				break
 			}
 		}
@@ -601,7 +602,7 @@ func (s *stream) finish(ts *typeState, r *response) out {
 	enc := &Encoded{Body: r.encoded(s.srv.cache), Nonce: nonceField(field, nonce)}
 	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, time.Now()
 	if s.delta {
-		ts.recent = append(ts.recent, nonce)
+		ts.recent = append(ts.recent, sent{nonce, r.version})
 		if len(ts.recent) > 16 {
 			ts.recent = ts.recent[len(ts.recent)-16:]
 		}
@@ -792,6 +793,19 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 					}
 				}
 			}
+			// A new TP2 subscription that no variant matches, while other
+			// subscriptions of the name are answered, is told so: a removal
+			// naming the variant its parameters would select (TP2: the
+			// server acts as if the resource did not exist for it).
+			for _, nm := range w.noMatch[n] {
+				if !nm.forced {
+					continue
+				}
+				c := constraint.Selecting(nm.params, variantKeys(r.Variants(ts.typ.URL, n)))
+				if ck := c.Key(); !hasRemoval(resp.removedNames, n, ck) {
+					resp.removedNames = append(resp.removedNames, removal{name: n, cons: c.Proto(), ckey: ck})
+				}
+			}
 			ts.setHeld(n, heldFrom(items))
 		case isAbsent:
 			target := resp
@@ -832,6 +846,25 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 		now, later = later, nil
 	}
 	return now, later
+}
+
+// variantKeys is the union of the keys a resource's variants constrain.
+func variantKeys(vs []*resource.Variant) []string {
+	var keys []string
+	for _, v := range vs {
+		keys = append(keys, v.Constraints.Keys()...)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+func hasRemoval(rs []removal, n, ckey string) bool {
+	for _, r := range rs {
+		if r.name == n && r.ckey == ckey {
+			return true
+		}
+	}
+	return false
 }
 
 func hasVariant(items []item, ckey string) bool {

@@ -53,6 +53,37 @@ func TestTP2_DeltaLocators(t *testing.T) {
 	expect(t, c.Recv(), "route.v3.RouteConfiguration: r [env!=prod && version=v1]")
 }
 
+// TP2 "Best Practices": with no variant for a client's parameters "the
+// server act[s] as if the requested resource does not exist". When the same
+// stream holds the name under other parameters (a relay), a plain removal
+// would take those too, so the answer is a removal naming the variant the
+// parameters would select — the class of parameter sets, over the keys the
+// variants constrain, that agree with them.
+func TestTP2_NoVariantForOneParameterSet(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
+	c := h.delta(nil)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{
+		loc("r", "env", "prod"), loc("r", "env", "qa", "zone", "z1")}})
+	r := c.Recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [env=prod] -r [env=qa]")
+	c.Ack(r)
+	// Told once: a later change of the name does not repeat it.
+	h.put(route("r", "env=prod", "p2"))
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: r [env=prod]")
+	// A parameter set without a key the variants constrain is told with
+	// that key absent.
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "zone", "z1")}})
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: -r [!exists(env)]")
+	// When the variant appears, it is sent.
+	h.put(route("r", "env=qa", "q"))
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: r [env=qa]")
+	// With no variant for anyone, the name is removed plainly.
+	d := h.delta(nil)
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("none", "env", "qa")}})
+	expect(t, d.Recv(), "route.v3.RouteConfiguration: -none")
+}
+
 // TP2 "Transition Scenarios": replacing {env=prod} by {env=prod,version=v1}
 // and {env=prod,version=v2} reaches each subscriber as one response, with
 // the replaced variant in removed_resource_names.
