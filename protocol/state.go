@@ -361,8 +361,8 @@ type want struct {
 	// watch of the name is answered, the name is not absent, but these are
 	// still told: "no variant for these parameters" (computeDelta).
 	noMatch map[string][]noMatch
-	globs  map[string]bool // glob watches with no member → forced
-	order  []string
+	globs   map[string]bool // glob watches with no member → forced
+	order   []string
 	// pending: some watched name is not known yet (a cache miss a relay is
 	// still fetching): nothing may be said about it, and a response that
 	// would (a SotW full state, a wildcard's first answer) waits.
