@@ -92,6 +92,9 @@ type entry struct {
 	globKnown bool
 	vhds      *vhds    // VirtualHost: its route configuration's namespace
 	domains   []string // VirtualHost: union of the variants' domains, indexed in vhds
+	// variantDomains: VirtualHost: each variant's domains, lowercased,
+	// read once when indexed (resolving a host must not decode payloads).
+	variantDomains map[*resource.Variant][]string
 }
 
 func (e *entry) empty() bool { return len(e.variants) == 0 && len(e.subs) == 0 }

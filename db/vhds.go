@@ -121,8 +121,11 @@ func (t *table) indexVirtualHost(e *entry) {
 	}
 	seen := map[string]bool{}
 	var doms []string
+	e.variantDomains = make(map[*resource.Variant][]string, len(e.variants))
 	for _, v := range e.variants {
-		for _, d := range domainsOf(v) {
+		vd := domainsOf(v)
+		e.variantDomains[v] = vd
+		for _, d := range vd {
 			if !seen[d] {
 				seen[d] = true
 				doms = append(doms, d)
@@ -176,7 +179,7 @@ func (r *Reader) ResolveVirtualHost(n string, params constraint.Params) *resourc
 			}
 			// The index holds the union of all variants' domains; the
 			// selected variant must carry the pattern itself.
-			for _, d := range domainsOf(v) {
+			for _, d := range e.variantDomains[v] {
 				if d == pattern {
 					return v
 				}

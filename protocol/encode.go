@@ -3,13 +3,13 @@ package protocol
 import (
 	"container/list"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"unsafe"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -78,6 +78,11 @@ const (
 	deltaNonce         = 5
 	deltaRemoved       = 6
 	deltaRemovedNames  = 8
+
+	// discovery.v3.Resource
+	resourceVersion = 1
+	resourceName    = 3
+	resourceAliases = 4
 )
 
 // encode builds the body of r: every field but the nonce.
@@ -134,22 +139,24 @@ func (r *response) encode() []byte {
 // encodeAliased encodes a VHDS answer: the virtual host named as itself
 // with the requested names in aliases, or, when not found, a payload-less
 // Resource named and aliased as requested (on-demand VHDS, PROTOCOL.md §5.4).
-// These are per-request and rare, so they are marshaled here.
+// The virtual host's bytes are the variant's own (never re-marshaled);
+// streams asking by the same names share the whole body through bodyCache.
 func encodeAliased(it item, version string) []byte {
-	res := &discoveryv3.Resource{Aliases: it.aliases}
+	var b []byte
 	if it.v == nil {
-		res.Name = it.name
-		res.Version = version
+		b = protowire.AppendTag(b, resourceName, protowire.BytesType)
+		b = protowire.AppendString(b, it.name)
+		b = protowire.AppendTag(b, resourceVersion, protowire.BytesType)
+		b = protowire.AppendString(b, version)
 	} else {
-		res.Version = it.v.Version
-		res.Resource = &anypb.Any{TypeUrl: it.v.PayloadURL, Value: it.v.Body()}
-		if it.tp2 && !it.v.Constraints.IsZero() {
-			res.ResourceName = &discoveryv3.ResourceName{Name: it.v.Name, DynamicParameterConstraints: it.v.Constraints.Proto()}
-		} else {
-			res.Name = it.v.Name
-		}
+		rh, a := it.v.ResourceHeader(it.tp2), it.v.Any()
+		b = make([]byte, 0, len(rh)+len(a)+16*len(it.aliases))
+		b = append(append(b, rh...), a...)
 	}
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(res)
+	for _, al := range it.aliases {
+		b = protowire.AppendTag(b, resourceAliases, protowire.BytesType)
+		b = protowire.AppendString(b, al)
+	}
 	return b
 }
 
@@ -190,6 +197,15 @@ func (c *bodyCache) hash(r *response) uint64 {
 		}
 		buf[8] = flags(it)
 		h.Write(buf[:])
+		if it.v == nil {
+			h.WriteString(it.name)
+			h.WriteByte(0)
+		}
+		for _, a := range it.aliases {
+			h.WriteString(a)
+			h.WriteByte(0)
+		}
+		h.WriteByte(1)
 	}
 	for _, n := range r.removed {
 		h.WriteString(n)
@@ -224,7 +240,8 @@ func sameResponse(a, b *response) bool {
 		return false
 	}
 	for i := range a.items {
-		if a.items[i].v != b.items[i].v || flags(a.items[i]) != flags(b.items[i]) {
+		x, y := a.items[i], b.items[i]
+		if x.v != y.v || flags(x) != flags(y) || (x.v == nil && x.name != y.name) || !slices.Equal(x.aliases, y.aliases) {
 			return false
 		}
 	}
@@ -241,19 +258,10 @@ func sameResponse(a, b *response) bool {
 	return true
 }
 
-func cacheable(r *response) bool {
-	for _, it := range r.items {
-		if it.v == nil || len(it.aliases) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // body returns r's encoding, from the cache when another stream already
 // built the same response.
 func (c *bodyCache) body(r *response) []byte {
-	if c == nil || !cacheable(r) {
+	if c == nil {
 		return r.encode()
 	}
 	h := c.hash(r)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/grpc/encoding"
 
 	"github.com/xdsd/xdsd/constraint"
@@ -54,6 +55,41 @@ func newPushRig(tb testing.TB, n, size int, delta, tp2 bool) *pushRig {
 		r.streams = append(r.streams, st)
 	}
 	r.push(tb) // the initial responses
+	return r
+}
+
+// newVHDSPushRig is newPushRig for on-demand VHDS: n delta streams each
+// subscribed to "rc/www.example.com", which resolves by domain to the
+// virtual host "rc/www" (answers carry the alias, PROTOCOL.md §5.4).
+func newVHDSPushRig(tb testing.TB, n, size int) *pushRig {
+	srv := NewServer(db.New(db.Hooks{}), Options{})
+	r := &pushRig{d: srv.db, codec: codec{proto: encoding.GetCodecV2("proto")}}
+	for i := range r.variants {
+		body, err := resource.Marshal(&routev3.VirtualHost{Name: "rc/www", Domains: []string{"www.example.com"},
+			RequestHeadersToRemove: []string{strings.Repeat(fmt.Sprint(i), size)}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r.variants[i] = resource.NewVariant(resource.ForURL(resource.VirtualHostURL), "rc/www", constraint.Constraints{}, "", "", body)
+	}
+	r.d.Update(db.Update{Rev: 1, Puts: []*resource.Variant{r.variants[1].WithVersion("1")}})
+	r.rev = 1
+	for i := range n {
+		st := &stream{srv: srv, delta: true, id: uint64(i), wake: make(chan struct{}, 1), types: map[string]*typeState{}}
+		st.sub = db.NewSubscriber(st.signal)
+		ts := st.typeState(resource.VirtualHostURL)
+		w := st.newWatch("rc/www.example.com", nil, false)
+		if _, err := st.addWatch(ts, w); err != nil {
+			tb.Fatal(err)
+		}
+		ts.commit()
+		ts.forceWatch(w)
+		ts.markAll(ts.since)
+		if outs := st.collect(); len(outs) != 1 {
+			tb.Fatalf("initial: %d responses", len(outs))
+		}
+		r.streams = append(r.streams, st)
+	}
 	return r
 }
 
@@ -119,6 +155,37 @@ func TestMarshalOnce(t *testing.T) {
 				t.Errorf("allocations per response grow with streams: %.1f → %.1f", small, many)
 			}
 		})
+	}
+}
+
+// bytesPerResponse is the average number of bytes allocated per pushed
+// response.
+func bytesPerResponse(tb testing.TB, r *pushRig) float64 {
+	const rounds = 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		r.push(tb)
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(rounds*len(r.streams))
+}
+
+// On-demand VHDS answers carry the alias each client asked by, yet streams
+// that asked alike get one encoding: the bytes allocated per response do
+// not grow with the virtual host's size.
+func TestVHDSMarshalOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts are slow under -short")
+	}
+	small := bytesPerResponse(t, newVHDSPushRig(t, 20, 100))
+	big := bytesPerResponse(t, newVHDSPushRig(t, 20, 64<<10))
+	t.Logf("bytes allocated per VHDS response: 100 B vhost %.0f, 64 KiB vhost %.0f", small, big)
+	// Encoded per stream, each response would cost more than the virtual
+	// host itself; encoded once per change, the 20 streams share it.
+	if big > 32<<10 {
+		t.Errorf("a VHDS answer is encoded per stream: %.0f bytes per response for a 64 KiB virtual host (%.0f for 100 B)", big, small)
 	}
 }
 
