@@ -31,7 +31,15 @@ type watch struct {
 	kind watchKind
 }
 
-type watchKey struct{ name, pkey string }
+// watchKey identifies a watch: a name under a parameter set, subscribed by
+// locator (TP2: sent with constraints) or plainly. The same name and
+// parameters by both ways are two watches: the locator's asks for more.
+type watchKey struct {
+	name, pkey string
+	tp2        bool
+}
+
+func (w *watch) key() watchKey { return watchKey{w.name, w.pkey, w.tp2} }
 
 type watchKind int
 
@@ -170,7 +178,16 @@ func sortWatches(m map[watchKey]*watch) ([]*watch, unique.Handle[string], map[wa
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c
 		}
-		return strings.Compare(a.pkey, b.pkey)
+		if c := strings.Compare(a.pkey, b.pkey); c != 0 {
+			return c
+		}
+		if a.tp2 == b.tp2 {
+			return 0
+		}
+		if b.tp2 {
+			return -1
+		}
+		return 1
 	})
 	n := 0
 	for _, w := range sorted {
@@ -263,7 +280,7 @@ func (ts *typeState) commit() {
 }
 
 func (ts *typeState) sinceOf(w *watch) int64 {
-	return ts.dncSince[watchKey{w.name, w.pkey}]
+	return ts.dncSince[w.key()]
 }
 
 // heldSet is what a client holds of one type, by name. Streams in step
@@ -320,6 +337,10 @@ func (ts *typeState) markAll(at time.Time) {
 	ts.touch(at)
 }
 
+// markRequested makes a request's answer due. It does not start the
+// apply-to-send clock: that measures changes of contents, not requests.
+func (ts *typeState) markRequested() { ts.dirtyAll = true }
+
 func (ts *typeState) touch(at time.Time) {
 	if ts.since.IsZero() || at.Before(ts.since) {
 		ts.since = at
@@ -337,11 +358,11 @@ func (ts *typeState) forceWatch(w *watch) {
 	if ts.forceWatches == nil {
 		ts.forceWatches = map[watchKey]struct{}{}
 	}
-	ts.forceWatches[watchKey{w.name, w.pkey}] = struct{}{}
+	ts.forceWatches[w.key()] = struct{}{}
 }
 
 func (ts *typeState) forced(w *watch, n string) bool {
-	if _, ok := ts.forceWatches[watchKey{w.name, w.pkey}]; ok {
+	if _, ok := ts.forceWatches[w.key()]; ok {
 		return true
 	}
 	_, ok := ts.force[n]
@@ -557,7 +578,9 @@ func (h *held) has(it item) bool {
 			}
 			continue
 		}
-		if hv.ckey == it.v.Constraints.Key() && hv.version == it.v.Version && hv.tp2 == it.tp2 {
+		// Held with its constraints serves a plain want too (a client that
+		// drops a locator but keeps the plain name already has it).
+		if hv.ckey == it.v.Constraints.Key() && hv.version == it.v.Version && (hv.tp2 || !it.tp2) {
 			return true
 		}
 	}

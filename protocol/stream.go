@@ -223,7 +223,7 @@ func canonical(n string) string {
 // addWatch subscribes; the caller commits the type state's watches when
 // its request is done.
 func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
-	k := watchKey{w.name, w.pkey}
+	k := w.key()
 	if _, ok := ts.watches()[k]; ok {
 		return false, nil
 	}
@@ -315,17 +315,17 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 	next := map[watchKey]*watch{}
 	for _, n := range req.GetResourceNames() {
 		w := s.newWatch(n, nil, false)
-		next[watchKey{w.name, w.pkey}] = w
+		next[w.key()] = w
 	}
 	for _, l := range req.GetResourceLocators() {
 		w := s.newWatch(l.GetName(), l.GetDynamicParameters(), true)
-		next[watchKey{w.name, w.pkey}] = w
+		next[w.key()] = w
 	}
 	if len(next) > 0 {
 		ts.everNamed = true
 	} else if !ts.everNamed && ts.typ.FullState {
 		w := s.newWatch(db.Wildcard, nil, false)
-		next[watchKey{w.name, w.pkey}] = w
+		next[w.key()] = w
 	}
 	changed := false
 	defer ts.commit()
@@ -347,7 +347,7 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 		}
 	}
 	if changed {
-		ts.markAll(now)
+		ts.markRequested()
 		if ts.typ.FullState {
 			ts.mustReply = true
 		}
@@ -475,7 +475,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	}
 	unsubscribe := func(n string, loc map[string]string, tp2 bool) {
 		w := s.newWatch(n, loc, tp2)
-		k := watchKey{w.name, w.pkey}
+		k := w.key()
 		if _, ok := ts.watches()[k]; !ok && ts.typ.URL == resource.VirtualHostURL {
 			// §2.8: a client may unsubscribe a virtual host by its name
 			// rather than the alias it subscribed with.
@@ -498,9 +498,11 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 		s.dropWatch(ts, k)
 		changed = true
-		if w.name != db.Wildcard {
+		if w.name != db.Wildcard && !subscribedByName(ts, w.name) {
 			// §2.3: a name still covered (by a wildcard or a glob) must be
-			// sent again; otherwise the client has dropped it.
+			// sent again; otherwise the client has dropped it. Still
+			// subscribed by name (other parameters, or plainly rather than
+			// by locator), the client keeps what it holds under that.
 			ts.forceName(w.name)
 		}
 	}
@@ -511,7 +513,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		unsubscribe(l.GetName(), l.GetDynamicParameters(), true)
 	}
 	if changed || len(ts.force) > 0 || len(ts.forceWatches) > 0 {
-		ts.markAll(now)
+		ts.markRequested()
 	}
 	return nil
 }
@@ -891,6 +893,16 @@ func removeHeld(r *response, n string, h *held) {
 	if h == nil || len(h.variants) == 0 {
 		r.removed = appendNew(r.removed, n)
 	}
+}
+
+// subscribedByName reports whether a watch of ts names n itself.
+func subscribedByName(ts *typeState, n string) bool {
+	for k := range ts.watches() {
+		if k.name == n {
+			return true
+		}
+	}
+	return false
 }
 
 // stillCovered reports whether some watch of ts still covers n, so that

@@ -10,6 +10,7 @@ import (
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -268,4 +269,60 @@ func TestSubscriptionLimit(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("stream not ended")
 	}
+}
+
+// The apply-to-send histogram measures changes of contents reaching
+// clients, not answers to requests.
+func TestApplyToSendLatencyCountsChangesOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, func(o *protocol.Options) { o.Registerer = reg })
+	h.put(cluster("a"))
+	c := h.delta(nil)
+	c.Sub(resource.ClusterURL, "a")
+	c.Ack(c.Recv())
+	count := func() uint64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "xdsd_apply_to_send_seconds" {
+				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		t.Fatal("no xdsd_apply_to_send_seconds")
+		return 0
+	}
+	// A barrier answers a request too; once it is received, the stream
+	// (which records a response after sending it) has recorded the ones
+	// before.
+	c.Barrier(h.putSecret)
+	if n := count(); n != 0 {
+		t.Fatalf("after answering requests only: %d samples, want 0", n)
+	}
+	h.put(clusterTagged("a", "new"))
+	c.Ack(c.Recv())
+	c.Barrier(h.putSecret)
+	if n := count(); n != 1 {
+		t.Fatalf("after a change: %d samples, want 1", n)
+	}
+}
+
+// PROTOCOL.md §2.3, §4.2: dropping a locator while the plain name stays
+// subscribed (selecting the same variant) needs no response.
+func TestTP2_LocatorUnsubscribeKeepsPlainName(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
+	c := h.delta(node("n", map[string]string{"env": "prod"}))
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNamesSubscribe: []string{"r"},
+		ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+	r := c.Recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [env=prod]")
+	c.Ack(r)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+	c.Barrier(h.putSecret)
+	// The plain subscription still gets changes.
+	h.put(route("r", "env=prod", "p2"), route("r", "env=test", "t"))
+	expect(t, c.Recv(), "route.v3.RouteConfiguration: r")
 }
