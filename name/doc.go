@@ -6,7 +6,8 @@
 // recognises globs and derives the glob collection a name belongs to,
 // handles the alt= and entry= directives, and applies Envoy's
 // percent-encoding rules, so that a name printed here is byte-for-byte
-// the name Envoy would print. It also converts to and from the
+// the name Envoy would print (save an id ending in an escaped "%2A", which
+// is not a glob here and stays escaped; see Name.String). It also converts to and from the
 // xds.core.v3 ResourceLocator and ResourceName protos.
 //
 // Every other package that needs to look inside a resource name goes

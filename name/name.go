@@ -22,11 +22,18 @@ type Name struct {
 	Type      string  // resource type = full proto message name, e.g. envoy.config.listener.v3.Listener
 	ID        string  // decoded id path, without leading "/" and without a trailing glob "/*"; may contain "/"
 	Params    []Param // context params in canonical order, unique keys
-	Glob      bool    // the URL ended in "/*" (or the id was exactly "*")
+	Glob      bool    // the URL path ended in a literal "/*" (or the id was exactly "*"); an escaped "%2A" is an id character
 	Alt       *Name   // #alt= directive (an xdstp URL), or nil
 	Entry     string  // #entry= directive, "" if none
 
 	raw string // the legacy name; unused for xdstp names
+
+	// emptyParent tells the glob "/*" (Envoy id "/*": the children of an
+	// empty first segment) from "*" (id "*"), which both have an empty
+	// ID. It is unexported so that a struct literal with Glob and no ID
+	// keeps meaning the common "*"; it is ignored unless Glob is set and
+	// ID is empty (see globUnderEmpty).
+	emptyParent bool
 }
 
 // Error reports where a name failed to parse, so an operator can find the
@@ -85,23 +92,15 @@ func ParseURN(s string) (Name, error) {
 		return Name{}, &Error{Input: s, Offset: i, Msg: "directives not allowed in a URN"}
 	}
 	if n.Glob {
-		return Name{}, &Error{Input: s, Offset: globOffset(s), Msg: "glob not allowed in a URN"}
+		// Only a literal '*' ending the path makes a glob, and there are
+		// no directives, so the star is just before the query, if any.
+		end := len(s)
+		if i := strings.IndexByte(s, '?'); i >= 0 {
+			end = i
+		}
+		return Name{}, &Error{Input: s, Offset: end - 1, Msg: "glob not allowed in a URN"}
 	}
 	return n, nil
-}
-
-// globOffset finds the '*' of a glob in a string already known to parse as
-// a glob without directives: the decoded id ends in '*', so the raw path
-// ends either in '*' or in its escape "%2A".
-func globOffset(s string) int {
-	end := len(s)
-	if i := strings.IndexByte(s, '?'); i >= 0 {
-		end = i
-	}
-	if s[end-1] == '*' {
-		return end - 1
-	}
-	return end - 3
 }
 
 // MustParse exists for tests and package-level constants, where a bad
@@ -181,23 +180,36 @@ func (n Name) WithParams(ps ...Param) Name {
 // GlobCollection finds the glob a resource would be delivered under. Envoy
 // matches a glob only against immediate children with identical
 // parameters, so the last id segment is replaced by "*" and everything else
-// is kept. ok is false for legacy names, globs and names with an empty ID,
-// which belong to no glob.
+// is kept: as in Envoy's watchesInterestedIn, id "x" is under glob id "*"
+// but "/x" under "/*", because an empty segment is still a segment. ok is
+// false for legacy names, globs and names with an empty ID, which belong to
+// no glob.
 func (n Name) GlobCollection() (Name, bool) {
 	if !n.IsXDSTP() || n.Glob || n.ID == "" {
 		return Name{}, false
 	}
-	parent := ""
-	if i := strings.LastIndexByte(n.ID, '/'); i >= 0 {
-		parent = n.ID[:i]
-	}
-	return Name{
+	g := Name{
 		Authority: n.Authority,
 		Type:      n.Type,
-		ID:        parent,
 		Params:    n.Params,
 		Glob:      true,
-	}, true
+	}
+	if i := strings.LastIndexByte(n.ID, '/'); i >= 0 {
+		g.ID = n.ID[:i]
+		g.emptyParent = i == 0
+	}
+	return g, true
+}
+
+// globUnderEmpty reports whether n is the glob "/*", whose parent is an
+// empty segment, as opposed to the glob "*", which has no parent.
+func (n Name) globUnderEmpty() bool { return n.Glob && n.ID == "" && n.emptyParent }
+
+// starLast reports whether the last segment of a non-glob id is "*". Such
+// an id came from an escaped "%2A" and must be printed escaped again, or
+// the printed name would parse as a glob.
+func starLast(id string) bool {
+	return id == "*" || strings.HasSuffix(id, "/*")
 }
 
 // Equal compares by component because the same URN may be spelled with
@@ -211,7 +223,7 @@ func (n Name) Equal(o Name) bool {
 		return n.raw == o.raw
 	}
 	if n.Authority != o.Authority || n.Type != o.Type || n.ID != o.ID ||
-		n.Glob != o.Glob || n.Entry != o.Entry {
+		n.Glob != o.Glob || n.globUnderEmpty() != o.globUnderEmpty() || n.Entry != o.Entry {
 		return false
 	}
 	if (n.Alt == nil) != (o.Alt == nil) {
@@ -243,7 +255,10 @@ func paramsEqual(a, b []Param) bool {
 
 // String prints the canonical form, which is what Envoy's encodeUrl prints
 // with sorted parameters, so equal names always print the same bytes and
-// our names match Envoy's on the wire. Legacy names print their raw string.
+// our names match Envoy's on the wire. The one departure is an id whose
+// last segment is "*" without being a glob (it was written "%2A"): that
+// star stays escaped, since Envoy, which cannot tell the two apart, would
+// print a glob. Legacy names print their raw string.
 func (n Name) String() string {
 	if !n.IsXDSTP() {
 		return n.raw
@@ -257,9 +272,20 @@ func (n Name) String() string {
 		alt = n.Alt.String()
 	}
 
+	// The path after the type: "/" + id, then "/*" for a glob. A glob
+	// with no parent is the bare "/*"; one under an empty segment is
+	// "//*" (Envoy id "/*").
+	id, starEsc := n.ID, false
+	if !n.Glob && starLast(id) {
+		id, starEsc = id[:len(id)-1], true
+	}
+	slashID := id != "" || starEsc || n.globUnderEmpty()
 	size := len(xdstpPrefix) + escLen(n.Authority, &authEsc) + 1 + len(n.Type)
-	if n.ID != "" {
-		size += 1 + escLen(n.ID, &idEsc)
+	if slashID {
+		size += 1 + escLen(id, &idEsc)
+	}
+	if starEsc {
+		size += len("%2A")
 	}
 	if n.Glob {
 		size += 2
@@ -280,9 +306,12 @@ func (n Name) String() string {
 	writeEsc(&b, n.Authority, &authEsc)
 	b.WriteByte('/')
 	b.WriteString(n.Type)
-	if n.ID != "" {
+	if slashID {
 		b.WriteByte('/')
-		writeEsc(&b, n.ID, &idEsc)
+		writeEsc(&b, id, &idEsc)
+	}
+	if starEsc {
+		b.WriteString("%2A")
 	}
 	if n.Glob {
 		b.WriteString("/*")
@@ -363,20 +392,27 @@ func parse(s string, depth int) (Name, *Error) {
 	n.Type = s[typeStart:i]
 
 	// ID: the rest of the path, decoded as a whole so that "%2F" is a '/',
-	// as in Envoy.
+	// as in Envoy. The glob is found before decoding: TP1 makes a glob by
+	// appending a "/*" component, and RFC 3986 holds an escaped reserved
+	// character to be data, so "%2A" is an id "*", never a glob. An empty
+	// segment before the star is kept ("//*" is not "/*"), as Envoy keeps
+	// it in the id.
 	if i < len(s) && s[i] == '/' {
 		idStart := i + 1
 		i = idStart
 		for i < len(s) && s[i] != '?' && s[i] != '#' {
 			i++
 		}
-		if n.ID, err = unescape(s, idStart, i); err != nil {
-			return Name{}, err
+		idEnd := i
+		switch raw := s[idStart:i]; {
+		case raw == "*":
+			n.Glob, idEnd = true, idStart
+		case strings.HasSuffix(raw, "/*"):
+			n.Glob, idEnd = true, i-2
+			n.emptyParent = idEnd == idStart
 		}
-		if n.ID == "*" {
-			n.ID, n.Glob = "", true
-		} else if strings.HasSuffix(n.ID, "/*") {
-			n.ID, n.Glob = n.ID[:len(n.ID)-2], true
+		if n.ID, err = unescape(s, idStart, idEnd); err != nil {
+			return Name{}, err
 		}
 	}
 

@@ -52,11 +52,22 @@ func FuzzParse(f *testing.F) {
 		if _, err := ParseURN(s); err == nil && n.IsXDSTP() && (n.Glob || n.Alt != nil || n.Entry != "") {
 			t.Fatalf("ParseURN(%q) accepted a URL", s)
 		}
-		if n.IsXDSTP() {
+		if n.IsXDSTP() && !protoAmbiguous(n) {
 			back, err := FromLocator(n.Locator())
 			if err != nil || !back.Equal(n) {
 				t.Fatalf("Locator round trip of %q: %v, %v", s, back, err)
 			}
 		}
 	})
+}
+
+// protoAmbiguous reports whether n, or its alt, has an id ending in a "*"
+// segment without being a glob (written "%2A"). The proto's unescaped Id
+// spells that id as it spells a glob, so Locator cannot round-trip it
+// (see Locator).
+func protoAmbiguous(n Name) bool {
+	if !n.Glob && starLast(n.ID) {
+		return true
+	}
+	return n.Alt != nil && protoAmbiguous(*n.Alt)
 }

@@ -232,10 +232,42 @@ func TestComponents(t *testing.T) {
 			str:  "xdstp:///type/foo/bar/baz",
 		},
 		{
-			name: "escaped glob",
+			// TP1 makes a glob by appending a "/*" component, and RFC 3986
+			// says an escaped reserved character is data, not syntax; the
+			// star keeps its escape so that the name never re-parses as
+			// the glob.
+			name: "escaped star is an id, not a glob",
 			in:   "xdstp://a/T/foo/%2a",
-			want: Name{Authority: "a", Type: "T", ID: "foo", Glob: true},
-			str:  "xdstp://a/T/foo/*",
+			want: Name{Authority: "a", Type: "T", ID: "foo/*"},
+			str:  "xdstp://a/T/foo/%2A",
+		},
+		{
+			name: "escaped whole-id star is an id",
+			in:   "xdstp://a/T/%2A",
+			want: Name{Authority: "a", Type: "T", ID: "*"},
+		},
+		{
+			name: "star inside a segment is an id",
+			in:   "xdstp://a/T/foo*",
+			want: Name{Authority: "a", Type: "T", ID: "foo*"},
+		},
+		{
+			// Envoy's decodePath gives id "/*" here and "*" for
+			// "xdstp://a/T/*": an empty segment never vanishes.
+			name: "glob under an empty segment",
+			in:   "xdstp://a/T//*",
+			want: Name{Authority: "a", Type: "T", Glob: true, emptyParent: true},
+		},
+		{
+			name: "glob under a segment ending in an empty one",
+			in:   "xdstp://a/T/foo//*",
+			want: Name{Authority: "a", Type: "T", ID: "foo/", Glob: true},
+		},
+		{
+			name: "glob under an escaped star",
+			in:   "xdstp://a/T/%2A/*",
+			want: Name{Authority: "a", Type: "T", ID: "*", Glob: true},
+			str:  "xdstp://a/T/*/*",
 		},
 		{
 			name: "repeated key first wins",
@@ -304,10 +336,10 @@ func TestComponents(t *testing.T) {
 func assertSame(t *testing.T, got, want Name) {
 	t.Helper()
 	if got.Authority != want.Authority || got.Type != want.Type || got.ID != want.ID ||
-		got.Glob != want.Glob || got.Entry != want.Entry {
-		t.Errorf("got {Authority:%q Type:%q ID:%q Glob:%v Entry:%q}, want {Authority:%q Type:%q ID:%q Glob:%v Entry:%q}",
-			got.Authority, got.Type, got.ID, got.Glob, got.Entry,
-			want.Authority, want.Type, want.ID, want.Glob, want.Entry)
+		got.Glob != want.Glob || got.emptyParent != want.emptyParent || got.Entry != want.Entry {
+		t.Errorf("got {Authority:%q Type:%q ID:%q Glob:%v emptyParent:%v Entry:%q}, want {Authority:%q Type:%q ID:%q Glob:%v emptyParent:%v Entry:%q}",
+			got.Authority, got.Type, got.ID, got.Glob, got.emptyParent, got.Entry,
+			want.Authority, want.Type, want.ID, want.Glob, want.emptyParent, want.Entry)
 	}
 	if !slices.Equal(got.Params, want.Params) {
 		t.Errorf("Params = %q, want %q", got.Params, want.Params)
@@ -388,6 +420,12 @@ func TestEqual(t *testing.T) {
 		{"extra param", "xdstp://a/T/x?k=1", "xdstp://a/T/x?k=1&j=2", false},
 		{"missing vs empty param", "xdstp://a/T/x", "xdstp://a/T/x?k=", false},
 		{"glob", "xdstp://a/T/x/*", "xdstp://a/T/x", false},
+		{"glob under an empty segment", "xdstp://a/T//*", "xdstp://a/T/*", false},
+		{"globs under empty segments", "xdstp://a/T/x//*", "xdstp://a/T/x/*", false},
+		{"escaped star is not a glob", "xdstp://a/T/%2A", "xdstp://a/T/*", false},
+		{"escaped star under a path", "xdstp://a/T/x/%2a", "xdstp://a/T/x/*", false},
+		{"escaped star spellings", "xdstp://a/T/x/%2a", "xdstp://a/T/x/%2A", true},
+		{"empty id vs empty segment", "xdstp://a/T", "xdstp://a/T//", false},
 		{"authority", "xdstp://a/T/x", "xdstp://b/T/x", false},
 		{"type", "xdstp://a/T/x", "xdstp://a/U/x", false},
 		{"id", "xdstp://a/T/x", "xdstp://a/T/y", false},
@@ -472,7 +510,7 @@ func TestErrors(t *testing.T) {
 		{"alt depth bomb", deepAlt, false, len("xdstp://a/T/x#alt="), "nested more than 8 deep"},
 		{"URN with glob", "xdstp://a/T/foo/*?k=v", true, 16, "glob not allowed in a URN"},
 		{"URN with whole-id glob", "xdstp://a/T/*", true, 12, "glob not allowed in a URN"},
-		{"URN with escaped glob", "xdstp://a/T/foo/%2A", true, 16, "glob not allowed in a URN"},
+		{"URN with glob under an empty segment", "xdstp://a/T//*?k=v", true, 13, "glob not allowed in a URN"},
 		{"URN with entry", "xdstp://a/T/foo#entry=x", true, 15, "directives not allowed in a URN"},
 		{"URN with alt", "xdstp://a/T/foo?k=v#alt=xdstp://b/T/y", true, 19, "directives not allowed in a URN"},
 	}
@@ -579,6 +617,45 @@ func TestLocatorFields(t *testing.T) {
 	}
 }
 
+// The proto forms carry a glob in Id, spelled as Envoy's decodeUrl would
+// leave it, so that the globs "*" and "/*" stay apart there too.
+func TestGlobProtoID(t *testing.T) {
+	tests := []struct{ in, id string }{
+		{"xdstp://a/T/*", "*"},
+		{"xdstp://a/T//*", "/*"},
+		{"xdstp://a/T/foo/*", "foo/*"},
+		{"xdstp://a/T/foo//*", "foo//*"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			n := MustParse(tt.in)
+			if got := n.Locator().GetId(); got != tt.id {
+				t.Errorf("Locator().Id = %q, want %q", got, tt.id)
+			}
+			if got := n.ResourceName().GetId(); got != tt.id {
+				t.Errorf("ResourceName().Id = %q, want %q", got, tt.id)
+			}
+			back, err := FromLocator(&xdscorev3.ResourceLocator{Authority: "a", ResourceType: "T", Id: tt.id})
+			if err != nil || !back.Equal(n) || back.String() != tt.in {
+				t.Errorf("FromLocator(Id %q) = %v, %v; want %s", tt.id, back, err, tt.in)
+			}
+		})
+	}
+}
+
+// An escaped star is an id character, so a URN may end in one.
+func TestEscapedStarURN(t *testing.T) {
+	for in, id := range map[string]string{"xdstp://a/T/%2A": "*", "xdstp://a/T/foo/%2a?k=v": "foo/*"} {
+		n, err := ParseURN(in)
+		if err != nil || n.Glob || n.ID != id {
+			t.Errorf("ParseURN(%q) = ID %q Glob %v, %v; want ID %q, not a glob", in, n.ID, n.Glob, err, id)
+		}
+		if _, ok := n.GlobCollection(); !ok {
+			t.Errorf("%s belongs to no glob", in)
+		}
+	}
+}
+
 func TestFromProtoErrors(t *testing.T) {
 	alt := func(l *xdscorev3.ResourceLocator) *xdscorev3.ResourceLocator_Directive {
 		return &xdscorev3.ResourceLocator_Directive{Directive: &xdscorev3.ResourceLocator_Directive_Alt{Alt: l}}
@@ -636,6 +713,11 @@ func TestGlobCollection(t *testing.T) {
 		{"TP1 my-listeners", "xdstp://some-authority/envoy.config.listeners.v3.Listener/my-listeners/foo?node_type=ingress",
 			"xdstp://some-authority/envoy.config.listeners.v3.Listener/my-listeners/*?node_type=ingress"},
 		{"glob", "xdstp://a/T/foo/*", ""},
+		// Envoy's watchesInterestedIn cuts at the last '/': id "/x" is
+		// under glob id "/*", id "x" under "*".
+		{"leading empty segment", "xdstp://a/T//x", "xdstp://a/T//*"},
+		{"empty segment before the last", "xdstp://a/T/foo//x?p=1", "xdstp://a/T/foo//*?p=1"},
+		{"escaped star id", "xdstp://a/T/foo/%2A", "xdstp://a/T/foo/*"},
 		{"empty id", "xdstp://a/T", ""},
 		{"legacy", "foo/bar", ""},
 	}

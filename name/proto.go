@@ -11,8 +11,11 @@ import (
 // Locator gives the proto form TP1 defines as the canonical encoding of a
 // URL, for messages (collection entries, redirects) that carry one. A glob
 // has no field of its own in the proto, so it is written into Id as a
-// trailing "/*" ("*" for an empty ID), exactly as it appears in the URL.
-// Legacy names have no locator: the result is nil.
+// trailing "/*" ("*" for the glob with no parent), exactly as it appears
+// in the URL. The proto's Id is not escaped, so an id that ends in a "*"
+// segment without being a glob (written "%2A" in a URL) reads back as a
+// glob: the proto cannot tell them apart. Legacy names have no locator:
+// the result is nil.
 func (n Name) Locator() *xdscorev3.ResourceLocator {
 	if !n.IsXDSTP() {
 		return nil
@@ -121,6 +124,8 @@ func (n Name) protoID() string {
 	switch {
 	case !n.Glob:
 		return n.ID
+	case n.globUnderEmpty():
+		return "/*"
 	case n.ID == "":
 		return "*"
 	default:
@@ -132,11 +137,14 @@ func fromFields(authority, typ, id string, params map[string]string) (Name, erro
 	if !validType(typ) {
 		return Name{}, fmt.Errorf("name: invalid resource type %q", typ)
 	}
+	// The proto's Id is unescaped text in which a trailing "*" segment
+	// marks a glob (resource_locator.proto), read as parse reads a URL.
 	n := Name{Authority: authority, Type: typ, ID: id}
 	if id == "*" {
 		n.ID, n.Glob = "", true
 	} else if strings.HasSuffix(id, "/*") {
 		n.ID, n.Glob = id[:len(id)-2], true
+		n.emptyParent = n.ID == ""
 	}
 	if len(params) > 0 {
 		n.Params = make([]Param, 0, len(params))

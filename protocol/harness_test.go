@@ -100,7 +100,11 @@ func secret(n string) *resource.Variant {
 }
 
 func variant(typeURL, n, cons, payload string) *resource.Variant {
-	ds, err := resource.Decode("t.json", []byte(fmt.Sprintf(`{"name": %q, "type": %q, "constraints": %q, "resource": %s}`, n, typeURL, cons, payload)))
+	c := ""
+	if cons != "" {
+		c = fmt.Sprintf(`"constraints": %q, `, cons)
+	}
+	ds, err := resource.Decode("t.json", []byte(fmt.Sprintf(`{"name": %q, "type": %q, %s"resource": %s}`, n, typeURL, c, payload)))
 	if err != nil {
 		panic(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -40,7 +41,8 @@ const MaxDocumentBytes = 64 << 20
 // Load reads documents from a file, from every *.yaml, *.yml and *.json file
 // under a directory (in lexical order, skipping hidden entries), or from
 // standard input when path is "-". All problems in all files are reported
-// together.
+// together, each once: the set checks (ValidateSet) run once over all the
+// files, not per file and again for the whole.
 func Load(path string) ([]*Document, error) {
 	if path == "-" {
 		data, err := io.ReadAll(io.LimitReader(os.Stdin, MaxDocumentBytes+1))
@@ -63,11 +65,9 @@ func Load(path string) ([]*Document, error) {
 			errs = append(errs, &DocError{Source: f, Msg: err.Error()})
 			continue
 		}
-		d, err := Decode(f, data)
+		d, derrs := decode(f, data)
 		docs = append(docs, d...)
-		if l, ok := err.(ErrorList); ok {
-			errs = append(errs, l...)
-		}
+		errs = append(errs, derrs...)
 	}
 	if err := ValidateSet(docs); err != nil {
 		errs = append(errs, err.(ErrorList)...)
@@ -127,6 +127,16 @@ type rawDoc struct {
 // ErrorList of every one that is not; callers applying a batch must apply
 // nothing when the error is non-nil.
 func Decode(source string, data []byte) ([]*Document, error) {
+	docs, errs := decode(source, data)
+	if err := ValidateSet(docs); err != nil {
+		errs = append(errs, err.(ErrorList)...)
+	}
+	return docs, errs.err()
+}
+
+// decode is Decode without the set checks, which Load runs once over all
+// its files.
+func decode(source string, data []byte) ([]*Document, ErrorList) {
 	if len(data) > MaxDocumentBytes {
 		return nil, ErrorList{{Source: source, Msg: fmt.Sprintf("larger than %d bytes", MaxDocumentBytes)}}
 	}
@@ -139,10 +149,7 @@ func Decode(source string, data []byte) ([]*Document, error) {
 			docs = append(docs, d)
 		}
 	}
-	if err := ValidateSet(docs); err != nil {
-		errs = append(errs, err.(ErrorList)...)
-	}
-	return docs, errs.err()
+	return docs, errs
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
@@ -150,35 +157,65 @@ var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 // split cuts a source into JSON documents, remembering where each began.
 func split(source string, data []byte) ([]rawDoc, ErrorList) {
 	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(trimmed) {
+	looksJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
+	if looksJSON && json.Valid(trimmed) {
 		return splitJSON(source, data)
 	}
-	var (
-		out   []rawDoc
-		errs  ErrorList
-		index int
-	)
+	// YAML is a superset of JSON, so JSON that is not valid JSON is still
+	// tried as YAML (a flow mapping without quotes reads fine). If that
+	// fails too, the author wrote JSON, and a complaint from the YAML
+	// parser about ',' or '}' would only mislead.
+	out, errs, syntax := splitYAMLSource(source, data)
+	if syntax && (looksJSON || strings.EqualFold(filepath.Ext(source), ".json")) {
+		if e := jsonSyntaxError(source, data); e != nil {
+			return nil, ErrorList{e}
+		}
+	}
+	return out, errs
+}
+
+// splitYAMLSource is split for YAML. syntax reports whether some document
+// did not parse as YAML at all.
+func splitYAMLSource(source string, data []byte) (out []rawDoc, errs ErrorList, syntax bool) {
+	index := 0
 	for _, c := range splitYAML(data) {
 		if isBlankYAML(c.text) {
 			continue
 		}
-		js, err := yaml.YAMLToJSON(c.text)
+		// Strict, so that a repeated key is an error rather than a value
+		// silently replaced by the last one.
+		js, err := yaml.YAMLToJSONStrict(c.text)
 		if err != nil {
 			index++
+			loc := Location{Source: source, Index: index, Line: c.line}
+			if dups := duplicateKeyErrors(loc, err, c.line); dups != nil {
+				errs = append(errs, dups...)
+				continue
+			}
+			syntax = true
 			msg := yamlLineRE.ReplaceAllStringFunc(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "), func(m string) string {
 				n, _ := strconv.Atoi(m[5:])
 				return fmt.Sprintf("line %d", n+c.line-1)
 			})
-			errs = append(errs, &DocError{Source: source, Index: index, Line: c.line, Msg: "invalid YAML: " + msg})
+			errs = append(errs, loc.errorf("", "invalid YAML: %s%s", msg, tagHint(c)))
 			continue
+		}
+		var tags []yamlTag
+		if mayHaveTag(c.text) {
+			tags = findTags(c.text)
 		}
 		js = bytes.TrimSpace(js)
 		if len(js) > 0 && js[0] == '[' {
 			var items []json.RawMessage
 			if err := json.Unmarshal(js, &items); err == nil {
-				for _, it := range items {
+				for i, it := range items {
 					index++
-					out = append(out, rawDoc{loc: Location{Source: source, Index: index, Line: c.line}, js: it})
+					loc := Location{Source: source, Index: index, Line: c.line}
+					if terrs := tagErrors(loc, tags, fmt.Sprintf("[%d]", i), c); len(terrs) > 0 {
+						errs = append(errs, terrs...)
+						continue
+					}
+					out = append(out, rawDoc{loc: loc, js: it})
 				}
 				continue
 			}
@@ -187,35 +224,54 @@ func split(source string, data []byte) ([]rawDoc, ErrorList) {
 			continue
 		}
 		index++
-		out = append(out, rawDoc{loc: Location{Source: source, Index: index, Line: c.line}, js: js})
+		loc := Location{Source: source, Index: index, Line: c.line}
+		if terrs := tagErrors(loc, tags, "", c); len(terrs) > 0 {
+			errs = append(errs, terrs...)
+			continue
+		}
+		out = append(out, rawDoc{loc: loc, js: js})
 	}
-	return out, errs
+	return out, errs, syntax
 }
 
 func splitJSON(source string, data []byte) ([]rawDoc, ErrorList) {
 	lineAt := func(off int64) int { return bytes.Count(data[:off], []byte("\n")) + 1 }
+	// A repeated key would reach decodeDoc as one key holding the last
+	// value, so it is caught here, where the raw text still shows it.
+	checked := func(loc Location, js []byte, start int64) ([]rawDoc, ErrorList) {
+		if path, key, off, dup := jsonDuplicateKey(js); dup {
+			return nil, ErrorList{loc.errorf(path, "duplicate key %q on line %d: a key may appear only once in an object (otherwise the last would silently win)", key, lineAt(start+int64(off)))}
+		}
+		return []rawDoc{{loc: loc, js: js}}, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	trimmed := bytes.TrimSpace(data)
 	if trimmed[0] == '{' {
-		return []rawDoc{{loc: Location{Source: source, Index: 1, Line: lineAt(int64(bytes.IndexByte(data, '{')))}, js: trimmed}}, nil
+		start := int64(bytes.IndexByte(data, '{'))
+		return checked(Location{Source: source, Index: 1, Line: lineAt(start)}, trimmed, start)
 	}
 	if _, err := dec.Token(); err != nil { // '['
 		return nil, ErrorList{{Source: source, Msg: "invalid JSON: " + err.Error()}}
 	}
-	var out []rawDoc
+	var (
+		out  []rawDoc
+		errs ErrorList
+	)
 	for i := 1; dec.More(); i++ {
 		off := dec.InputOffset()
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return out, ErrorList{{Source: source, Index: i, Msg: "invalid JSON: " + err.Error()}}
+			return out, append(errs, &DocError{Source: source, Index: i, Msg: "invalid JSON: " + err.Error()})
 		}
 		// InputOffset is before the separating comma and whitespace.
 		for int(off) < len(data) && strings.ContainsRune(", \t\r\n", rune(data[off])) {
 			off++
 		}
-		out = append(out, rawDoc{loc: Location{Source: source, Index: i, Line: lineAt(off)}, js: raw})
+		d, derrs := checked(Location{Source: source, Index: i, Line: lineAt(off)}, raw, off)
+		out = append(out, d...)
+		errs = append(errs, derrs...)
 	}
-	return out, nil
+	return out, errs
 }
 
 type yamlChunk struct {
@@ -458,9 +514,21 @@ func unmarshalJSON(loc Location, resPath string, res map[string]json.RawMessage,
 	return nil
 }
 
+// noConstraints ends the error for a constraints field that is present
+// but says nothing. It is most often `constraints: !exists(version)`
+// unquoted, which YAML reads as a tag on an empty value; taking it as
+// unconstrained would serve the variant to every client.
+const noConstraints = `leave constraints out for a variant that matches every client; a constraint that starts with "!" must be quoted, or YAML reads it as a tag: constraints: "!exists(version)"`
+
 func decodeConstraints(r json.RawMessage) (constraint.Constraints, error) {
+	if string(bytes.TrimSpace(r)) == "null" {
+		return constraint.Constraints{}, errors.New("null: " + noConstraints)
+	}
 	var s string
 	if err := json.Unmarshal(r, &s); err == nil {
+		if strings.TrimSpace(s) == "" {
+			return constraint.Constraints{}, errors.New("empty: " + noConstraints)
+		}
 		return constraint.Parse(s)
 	}
 	var p discoveryv3.DynamicParameterConstraints

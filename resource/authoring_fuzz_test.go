@@ -26,7 +26,8 @@ const maxFuzzInput = 256
 // The seeds are small on purpose (see maxFuzzInput); between them they
 // reach every form Decode accepts: JSON object and array, YAML streams,
 // wrappers, constraints in both forms, nested Anys, collections and
-// redirects.
+// redirects, and the YAML and JSON input it rejects (tags, null
+// constraints, repeated keys, broken syntax).
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"@type": "envoy.config.cluster.v3.Cluster", "name": "c"}`,
@@ -42,6 +43,9 @@ func FuzzDecode(f *testing.F) {
 		"constraints: env=a\nresource: {\"@type\": envoy.config.cluster.v3.Cluster, name: c}\n---\nconstraints: env!=a\nresource: {\"@type\": envoy.config.cluster.v3.Cluster, name: c}\n",
 		"type: cds\nname: xdstp://a/envoy.config.cluster.v3.Cluster/o?k=v\nresource: {\"@type\": xds.core.v3.ResourceLocator, authority: b, resource_type: envoy.config.cluster.v3.Cluster, id: new}\n",
 		"\"@type\": envoy.config.route.v3.VirtualHost\nname: r/v\ndomains: [\"*\"]\n",
+		"- name: c\n  constraints: !exists(v)\n  resource: {\"@type\": envoy.config.cluster.v3.Cluster}\n- !x {a: b}\n",
+		"{\"name\": \"c\", \"constraints\": null, \"name\": 1, \"resource\": {\"@type\": \"envoy.config.cluster.v3.Cluster\"}}",
+		"name: c\nname: d\nconstraints: !a && b\n[",
 	} {
 		if len(s) > maxFuzzInput {
 			f.Fatalf("seed longer than maxFuzzInput: %q", s)

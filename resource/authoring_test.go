@@ -2,6 +2,7 @@ package resource
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -283,6 +284,162 @@ func TestPathsByLine(t *testing.T) {
 	for l, p := range want {
 		if got[l] != p {
 			t.Errorf("line %d: %q, want %q", l, got[l], p)
+		}
+	}
+}
+
+// Input the YAML or JSON layer would silently change, or reports in the
+// wrong terms, is rejected with an error naming the file, document, line
+// and field. Each want is the whole error, so the wording is pinned too.
+func TestDecodeInputErrors(t *testing.T) {
+	const (
+		cl      = "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n"
+		res     = "resource: {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: c}\n"
+		jsonRes = `"resource": {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c"}`
+		quote   = `leave constraints out for a variant that matches every client; a constraint that starts with "!" must be quoted, or YAML reads it as a tag: constraints: "!exists(version)"`
+	)
+	tests := []struct {
+		name, source, src string
+		want              []string // the ErrorList, one DocError each
+	}{
+		// 1. A plain YAML scalar starting with "!" is a tag: v2 keeps
+		// only what follows it, so these would be unconstrained.
+		{"constraint read as a tag", "f.yaml", "name: c\nconstraints: !(env=prod)\n" + res, []string{
+			`f.yaml: document 1 (line 1): constraints: YAML read !(env=prod) on line 2 as a tag, not as text, so the constraint was dropped and the variant would match every client; quote a value that starts with "!": constraints: "!(env=prod)"`}},
+		{"TP2 default read as a tag", "f.yaml", "# the default\nname: c\nconstraints: !exists(version)   # unversioned clients\n" + res, []string{
+			`f.yaml: document 1 (line 1): constraints: YAML read !exists(version) on line 3 as a tag, not as text, so the constraint was dropped and the variant would match every client; quote a value that starts with "!": constraints: "!exists(version)"`}},
+		{"tag keeps only the rest", "f.yaml", "name: c\nconstraints: !exists(v) env=prod\n" + res, []string{
+			`f.yaml: document 1 (line 1): constraints: YAML read !exists(v) on line 2 as a tag, not as text, so only "env=prod" was kept; quote a value that starts with "!": constraints: "!exists(v) env=prod"`}},
+		{"tag in a later document of a list", "f.yaml", "- " + strings.TrimSuffix(res, "\n") + "\n- name: d\n  constraints: !a=b\n  " + strings.Replace(res, "name: c", "name: d", 1), []string{
+			`f.yaml: document 2 (line 1): constraints: YAML read !a=b on line 3 as a tag, not as text, so the constraint was dropped and the variant would match every client; quote a value that starts with "!": constraints: "!a=b"`}},
+		{"tag on another field", "f.yaml", cl + "name: !x c\n", []string{
+			`f.yaml: document 1 (line 1): name: YAML read !x on line 2 as a tag, not as text, so only "c" was kept; quote a value that starts with "!": name: "!x c"`}},
+		{"verbatim tag", "f.yaml", cl + "name: !<c> d\n", []string{
+			`f.yaml: document 1 (line 1): name: YAML read !<c> on line 2 as a tag, not as text, so only "d" was kept; quote a value that starts with "!": name: "!<c> d"`}},
+		{"tag in a list", "f.yaml", "\"@type\": envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: v\n  domains:\n  - !x\n", []string{
+			`f.yaml: document 1 (line 1): virtual_hosts[0].domains[0]: YAML read !x on line 6 as a tag, not as text, so the value was dropped; quote a value that starts with "!": - "!x"`}},
+		{"mixed form is a YAML error", "f.yaml", "name: c\nconstraints: !exists(version) && env=prod # TP2\n" + res, []string{
+			`f.yaml: document 1 (line 1): invalid YAML: yaml: line 2: did not find expected alphabetic or numeric character (YAML reads !exists(version) on line 2 as a tag; quote a value that starts with "!": constraints: "!exists(version) && env=prod")`}},
+		{"null constraints", "f.yaml", "name: c\nconstraints: null\n" + res, []string{`f.yaml: document 1 (line 1): constraints: null: ` + quote}},
+		{"tilde constraints", "f.yaml", "name: c\nconstraints: ~\n" + res, []string{`f.yaml: document 1 (line 1): constraints: null: ` + quote}},
+		{"bare constraints key", "f.yaml", "name: c\nconstraints:\n" + res, []string{`f.yaml: document 1 (line 1): constraints: null: ` + quote}},
+		{"empty constraints", "f.yaml", "name: c\nconstraints: \" \"\n" + res, []string{`f.yaml: document 1 (line 1): constraints: empty: ` + quote}},
+		{"JSON null constraints", "f.json", `{"name": "c", "constraints": null, ` + jsonRes + "}", []string{`f.json: document 1 (line 1): constraints: null: ` + quote}},
+		{"JSON array null constraints", "-", "[\n" + `{"name": "c", "constraints": "env=a", ` + jsonRes + "},\n" + `{"name": "c", "constraints": null, ` + jsonRes + "}\n]", []string{`-: document 2 (line 3): constraints: null: ` + quote}},
+
+		// 3. Duplicate keys: decoders keep the last one silently.
+		{"duplicate YAML key", "f.yaml", cl + "name: a\nname: b\n", []string{
+			`f.yaml: document 1 (line 1): duplicate key "name" on line 3: a key may appear only once in a mapping (otherwise the last would silently win)`}},
+		{"duplicate nested YAML key", "f.yaml", "---\nname: c\nresource:\n  " + cl + "  name: c\n  name: d\n", []string{
+			`f.yaml: document 1 (line 2): duplicate key "name" on line 6: a key may appear only once in a mapping (otherwise the last would silently win)`}},
+		{"duplicate JSON key", "f.json", "{\"@type\": \"envoy.config.cluster.v3.Cluster\",\n \"name\": \"a\",\n \"name\": \"b\"}", []string{
+			`f.json: document 1 (line 1): name: duplicate key "name" on line 3: a key may appear only once in an object (otherwise the last would silently win)`}},
+		{"duplicate nested JSON key", "-", "[{\"@type\": \"envoy.config.cluster.v3.Cluster\", \"name\": \"a\"},\n {\"name\": \"c\", \"resource\": {\"@type\": \"envoy.config.cluster.v3.Cluster\",\n  \"name\": \"c\", \"lb_policy\": \"RING_HASH\", \"lb_policy\": \"MAGLEV\"}}]", []string{
+			`-: document 2 (line 2): resource.lb_policy: duplicate key "lb_policy" on line 3: a key may appear only once in an object (otherwise the last would silently win)`}},
+
+		// 4. JSON that does not parse is reported as JSON, where it broke.
+		{"truncated JSON file", "f.json", "{\"@type\": \"envoy.config.cluster.v3.Cluster\",\n \"name\": \"c\"\n", []string{
+			`f.json: line 2: invalid JSON at column 13: unexpected end of JSON input`}},
+		{"malformed JSON array", "f.yaml", "[\n {\"@type\": \"envoy.config.cluster.v3.Cluster\", \"name\": \"a\"},\n {\"@type\": \"envoy.config.cluster.v3.Cluster\", \"name\" \"b\"}\n]\n", []string{
+			`f.yaml: line 3: invalid JSON at column 54: invalid character '"' after object key`}},
+		{"JSON file that is no JSON", "f.json", "name: [\n", []string{
+			`f.json: line 1: invalid JSON at column 2: invalid character 'a' in literal null (expecting 'u')`}},
+
+		// 5. The reserved prefix, whatever its case.
+		{"reserved context param upper case", "f.yaml", cl + "name: xdstp://a/envoy.config.cluster.v3.Cluster/x?XDS.node.id=1\n", []string{
+			`f.yaml: document 1 (line 1): name: xdstp name "xdstp://a/envoy.config.cluster.v3.Cluster/x?XDS.node.id=1": context parameter "XDS.node.id" is in the reserved xds. namespace`}},
+		{"reserved context param mixed case", "f.yaml", cl + "name: xdstp://a/envoy.config.cluster.v3.Cluster/x?Xds.shard=1\n", []string{
+			`f.yaml: document 1 (line 1): name: xdstp name "xdstp://a/envoy.config.cluster.v3.Cluster/x?Xds.shard=1": context parameter "Xds.shard" is in the reserved xds. namespace`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			docs, err := Decode(tc.source, []byte(tc.src))
+			var l ErrorList
+			if !errors.As(err, &l) {
+				t.Fatalf("error %v (%T) is not an ErrorList; decoded %d documents", err, err, len(docs))
+			}
+			got := make([]string, len(l))
+			for i, e := range l {
+				got[i] = e.Error()
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// A constraint that starts with "!" is fine once quoted, in YAML and JSON.
+func TestDecodeQuotedNegation(t *testing.T) {
+	for name, src := range map[string]string{
+		"yaml double quotes": "name: c\nconstraints: \"!exists(version)\"\nresource: {\"@type\": envoy.config.cluster.v3.Cluster}\n",
+		"yaml single quotes": "name: c\nconstraints: '!exists(version)'\nresource: {\"@type\": envoy.config.cluster.v3.Cluster}\n",
+		"yaml standard tag":  "name: c\nconstraints: !!str '!exists(version)'\nresource: {\"@type\": envoy.config.cluster.v3.Cluster}\n",
+		"json":               `{"name": "c", "constraints": "!exists(version)", "resource": {"@type": "envoy.config.cluster.v3.Cluster"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			docs, err := Decode("f.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := docs[0].Variant.Constraints; len(docs) != 1 || !got.Equal(constraint.MustParse("!exists(version)")) {
+				t.Errorf("constraints = %q, want !exists(version)", got)
+			}
+		})
+	}
+}
+
+// Load checks the set of all files once: each set-level problem is
+// reported once, not once for its file and again for the whole set.
+func TestLoadChecksSetOnce(t *testing.T) {
+	const variant = "constraints: %s\nresource: {\"@type\": envoy.config.cluster.v3.Cluster, name: %s}\n"
+	dir := t.TempDir()
+	for name, s := range map[string]string{
+		"a.yaml": fmt.Sprintf(variant, "env=prod || env=test", "c") + "---\n" + fmt.Sprintf(variant, "env=qa || env=test", "c"),
+		"b.yaml": fmt.Sprintf(variant, "env=prod", "d"),
+		"c.yaml": fmt.Sprintf(variant, "env=prod", "d"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(dir)
+	var l ErrorList
+	if !errors.As(err, &l) {
+		t.Fatalf("Load error = %v, want an ErrorList", err)
+	}
+	if len(l) != 2 ||
+		!strings.HasSuffix(l[0].Source, "c.yaml") || !strings.Contains(l[0].Msg, "defined twice; first in "+filepath.Join(dir, "b.yaml")) ||
+		!strings.HasSuffix(l[1].Source, "a.yaml") || l[1].Path != "constraints" || strings.Count(l[1].Msg, "overlap") != 1 {
+		t.Errorf("want one duplicate (c.yaml) and one overlap (a.yaml), got %d errors:\n%v", len(l), err)
+	}
+
+	// Decode, for standard input and request bodies, checks its set too.
+	data, err := os.ReadFile(filepath.Join(dir, "a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode("a.yaml", data); !errors.As(err, &l) || len(l) != 1 || !strings.Contains(l[0].Msg, "overlap") {
+		t.Errorf("Decode: want one overlap error, got %v", err)
+	}
+}
+
+// mayHaveTag only spares findTags documents in which no tag can start.
+func TestMayHaveTag(t *testing.T) {
+	for s, want := range map[string]bool{
+		"constraints: env!=prod && version!=v1\n": false,
+		"a:!x\n":                     false, // a plain scalar: no blank after the colon
+		"\"!x\": 1\nb: '!y'\n":       false, // quoted; findTags would find nothing either
+		"!x\n":                       true,
+		"constraints: !exists(v)\n":  true,
+		"- !x\n":                     true,
+		"a: [b,!x]\n":                true,
+		"a: {b: 1,!x: 2}\n":          true,
+		"constraints: a=b && !c=d\n": true, // cannot be a tag, but the check is cheap and conservative
+		"a: 1\n\tb: !x\n":            true,
+	} {
+		if got := mayHaveTag([]byte(s)); got != want {
+			t.Errorf("mayHaveTag(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

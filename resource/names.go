@@ -41,7 +41,9 @@ func CheckName(t *Type, s string) (string, error) {
 			return "", fmt.Errorf("xdstp name %q has resource type %s, but the resource is a %s", s, n.Type, t.Name)
 		}
 		for _, p := range n.Params {
-			if strings.HasPrefix(p.Key, "xds.") {
+			// Case-insensitive: "XDS.node.id" is not one of Envoy's own
+			// parameters, but it reads as one to every operator.
+			if len(p.Key) >= 4 && strings.EqualFold(p.Key[:4], "xds.") {
 				return "", fmt.Errorf("xdstp name %q: context parameter %q is in the reserved xds. namespace", s, p.Key)
 			}
 		}
