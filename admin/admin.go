@@ -125,6 +125,7 @@ type Resource struct {
 	Constraints string          `json:"constraints,omitempty"`
 	Version     string          `json:"version"`
 	PayloadType string          `json:"payload_type,omitempty"` // set for redirects
+	TTL         string          `json:"ttl,omitempty"`          // Resource.ttl, when the variant has one
 	Resource    json.RawMessage `json:"resource,omitempty"`
 	Error       string          `json:"error,omitempty"` // when the payload cannot be shown
 }
@@ -138,6 +139,9 @@ type ResourceList struct {
 // Render turns a variant into its admin form, the payload as proto JSON.
 func Render(v *resource.Variant) Resource {
 	r := Resource{Type: v.Type.Name, Name: v.Name, Constraints: v.Constraints.String(), Version: v.Version}
+	if v.TTL > 0 {
+		r.TTL = v.TTL.String()
+	}
 	if v.PayloadURL != v.Type.URL {
 		r.PayloadType = v.PayloadURL
 	}

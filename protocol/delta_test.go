@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -259,5 +260,67 @@ func TestDelta_1_9_MakeBeforeBreak(t *testing.T) {
 	}
 	if fmt.Sprint(seq) != fmt.Sprint(want) {
 		t.Fatalf("order\n%q\nwant\n%q", seq, want)
+	}
+}
+
+// PROTOCOL.md §2.7: a client that supports TTLs gets each variant's TTL and,
+// while it holds the variant, heartbeats — name, version and TTL without the
+// payload — well within the TTL. Other clients get neither.
+func TestDelta_2_7_TTLAndHeartbeats(t *testing.T) {
+	h := newHarness(t)
+	const ttl = 300 * time.Millisecond
+	a := cluster("a")
+	a.TTL = ttl
+	h.put(a, cluster("b"))
+	c := h.delta(node("ttl", nil, "xds.config.supports-resource-ttl"))
+	c.Sub(resource.ClusterURL, "a", "b")
+	r := c.Recv()
+	var version string
+	for _, res := range r.Resources {
+		switch res.Name {
+		case "a":
+			version = res.Version
+			if res.GetTtl().AsDuration() != ttl {
+				t.Errorf("a: ttl %v, want %s", res.GetTtl(), ttl)
+			}
+		case "b":
+			if res.Ttl != nil {
+				t.Errorf("b has no TTL, got %v", res.Ttl)
+			}
+		}
+	}
+	c.Ack(r)
+	beat := func() {
+		t.Helper()
+		hb := c.Recv()
+		if len(hb.Resources) != 1 || hb.Resources[0].Name != "a" || hb.Resources[0].Resource != nil ||
+			hb.Resources[0].Version != version || hb.Resources[0].GetTtl().AsDuration() != ttl {
+			t.Fatalf("want a heartbeat of a@%s, got %v", version, hb)
+		}
+		c.Ack(hb)
+	}
+	beat()
+	// A client that does not support TTLs gets neither.
+	d := h.delta(nil)
+	d.Sub(resource.ClusterURL, "a")
+	r = d.Recv()
+	if r.Resources[0].Ttl != nil {
+		t.Errorf("TTL sent to a client without the feature: %v", r.Resources[0].Ttl)
+	}
+	d.Ack(r)
+	beat() // a heartbeat round's time has passed since d subscribed
+	d.Barrier(h.putSecret)
+	// Resent without a TTL, the TTL is gone.
+	h.put(cluster("a"))
+	for {
+		r := c.Recv()
+		c.Ack(r)
+		if len(r.Resources) == 1 && r.Resources[0].Resource == nil {
+			continue // a heartbeat round that was already due
+		}
+		if len(r.Resources) != 1 || r.Resources[0].Ttl != nil {
+			t.Fatalf("want a without TTL, got %v", r)
+		}
+		break
 	}
 }

@@ -24,6 +24,11 @@ type item struct {
 	tp2 bool
 	// wrap (SotW) sends the resource inside a discovery Resource.
 	wrap bool
+	// ttl (delta) sends the variant's TTL (PROTOCOL.md §2.7).
+	ttl bool
+	// heartbeat (delta) sends only name, version and TTL: the client holds
+	// this version, and its TTL is renewed.
+	heartbeat bool
 	// aliases (VHDS) lists the requested names the virtual host answers.
 	aliases []string
 	// forced items are sent even when the client holds them: a newly
@@ -103,7 +108,7 @@ func (r *response) encode() []byte {
 				b = protowire.AppendBytes(b, it.v.Any())
 				continue
 			}
-			wh, rh, a := it.v.WrappedHeader(it.tp2), it.v.ResourceHeader(it.tp2), it.v.Any()
+			wh, rh, a := it.v.WrappedHeader(it.tp2), it.v.ResourceHeader(it.tp2, false), it.v.Any()
 			b = protowire.AppendVarint(b, uint64(len(wh)+len(rh)+len(a)))
 			b = append(append(append(b, wh...), rh...), a...)
 		}
@@ -114,8 +119,12 @@ func (r *response) encode() []byte {
 	b = protowire.AppendString(b, r.version)
 	for _, it := range r.items {
 		b = protowire.AppendTag(b, deltaResources, protowire.BytesType)
+		if it.heartbeat {
+			b = protowire.AppendBytes(b, it.v.Heartbeat(it.tp2))
+			continue
+		}
 		if it.v != nil && len(it.aliases) == 0 {
-			rh, a := it.v.ResourceHeader(it.tp2), it.v.Any()
+			rh, a := it.v.ResourceHeader(it.tp2, it.ttl), it.v.Any()
 			b = protowire.AppendVarint(b, uint64(len(rh)+len(a)))
 			b = append(append(b, rh...), a...)
 			continue
@@ -149,7 +158,7 @@ func encodeAliased(it item, version string) []byte {
 		b = protowire.AppendTag(b, resourceVersion, protowire.BytesType)
 		b = protowire.AppendString(b, version)
 	} else {
-		rh, a := it.v.ResourceHeader(it.tp2), it.v.Any()
+		rh, a := it.v.ResourceHeader(it.tp2, it.ttl), it.v.Any()
 		b = make([]byte, 0, len(rh)+len(a)+16*len(it.aliases))
 		b = append(append(b, rh...), a...)
 	}
@@ -230,6 +239,12 @@ func flags(it item) byte {
 	}
 	if it.wrap {
 		f |= 2
+	}
+	if it.ttl {
+		f |= 4
+	}
+	if it.heartbeat {
+		f |= 8
 	}
 	return f
 }

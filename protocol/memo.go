@@ -25,6 +25,7 @@ type memoKey struct {
 	typ       string
 	delta     bool
 	wrap      bool
+	ttl       bool
 	sig       unique.Handle[string]
 	held      *heldSet
 	rev       int64
@@ -57,7 +58,7 @@ func memoKeyFor(s *stream, ts *typeState, rev int64, deferRm bool) (memoKey, boo
 		}
 		newWatch = true
 	}
-	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, sig: ts.ws.sig, held: ts.held, rev: rev,
+	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, ttl: s.ttl, sig: ts.ws.sig, held: ts.held, rev: rev,
 		all: ts.dirtyAll, mustReply: ts.mustReply, newWatch: newWatch, deferRm: deferRm}
 	// A caching proxy leaves out do_not_cache copies older than a watch
 	// (desire), so what it sends depends on when each watch began: streams

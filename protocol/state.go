@@ -128,6 +128,13 @@ type typeState struct {
 	nacks       int
 
 	metrics *typeCounters // this type's counters, looked up once
+
+	// TTL heartbeats (delta, clients that support TTLs): a round every
+	// hbEvery (half the shortest TTL sent), the last at hbAt; beat marks a
+	// round due.
+	hbEvery time.Duration
+	hbAt    time.Time
+	beat    bool
 }
 
 // sent is a delta response a client may still ACK or NACK.
@@ -410,6 +417,7 @@ func (w *want) add(it item) {
 			// of what the watches ask for.
 			list[i].tp2 = o.tp2 || it.tp2
 			list[i].wrap = o.wrap || it.wrap
+			list[i].ttl = o.ttl || it.ttl
 			list[i].forced = o.forced || it.forced
 			list[i].aliases = appendNew(o.aliases, it.aliases...)
 			return
@@ -436,14 +444,14 @@ func appendNew(list []string, add ...string) []string {
 
 // desire computes what the client should hold: for every watch, or (when
 // only is non-nil) only for the names in only.
-func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, honorDNC bool) *want {
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl, honorDNC bool) *want {
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
 	add := func(v *resource.Variant, wt *watch, alias string) {
 		if honorDNC && v.DoNotCache && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
 			return // a copy fetched for this subscription is on its way
 		}
-		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll}
+		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll, ttl: ttl && v.TTL > 0}
 		if wrapAll {
 			// A SotW client that takes wrapped resources is sent the
 			// constraints too (DESIGN.md §4.5).

@@ -33,6 +33,11 @@ import (
 // the one gRPC sends.
 var wrapFeatures = []string{"xds.config.supports-resource-in-sotw", "xds.config.resource-in-sotw"}
 
+// ttlFeature says a client honours Resource.ttl and heartbeats. xdsd sends
+// TTLs over delta only: a SotW heartbeat of a full-state type would read as
+// a state without the resources it renews.
+const ttlFeature = "xds.config.supports-resource-ttl"
+
 // stream is one downstream xDS stream.
 type stream struct {
 	srv       *Server
@@ -52,6 +57,7 @@ type stream struct {
 	node       *corev3.Node
 	nodeParams constraint.Params
 	wrap       bool // SotW client takes wrapped resources
+	ttl        bool // delta client supports TTLs and heartbeats (§2.7)
 	types      map[string]*typeState
 	nonces     uint64
 	watchCount int
@@ -83,9 +89,16 @@ func (s *stream) signal() {
 func (s *stream) run(ctx context.Context) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.recvLoop(ctx) }()
+	// hb fires when TTL heartbeats are due (PROTOCOL.md §2.7); it is armed
+	// only on delta streams whose client holds variants with a TTL.
+	hb := time.NewTimer(time.Hour)
+	hb.Stop()
+	defer hb.Stop()
 	for {
 		select {
 		case <-s.wake:
+		case <-hb.C:
+			s.heartbeatsDue(time.Now())
 		case err := <-recvErr:
 			return err
 		case <-ctx.Done():
@@ -102,6 +115,9 @@ func (s *stream) run(ctx context.Context) error {
 				}
 				s.srv.metrics.sent(o)
 			}
+		}
+		if next, ok := s.nextHeartbeat(); ok {
+			hb.Reset(time.Until(next))
 		}
 	}
 }
@@ -177,9 +193,14 @@ func (s *stream) setNode(n *corev3.Node) {
 	s.nodeParams = NodeParams(n)
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {
-			if f == w {
+			if f == w && !s.delta {
+				// Wrapping (with constraints) is a SotW matter: a delta
+				// client gets constraints only by locator (DESIGN.md §4.5).
 				s.wrap = true
 			}
+		}
+		if f == ttlFeature && s.delta {
+			s.ttl = true
 		}
 	}
 }
@@ -544,12 +565,14 @@ func (s *stream) collect() []out {
 	}
 	var buf [4]*typeState
 	busy := buf[:0]
+	beats := false
 	for _, ts := range s.types {
 		if ts.busy() {
 			busy = append(busy, ts)
 		}
+		beats = beats || ts.beat
 	}
-	if len(busy) == 0 {
+	if len(busy) == 0 && !beats {
 		return nil
 	}
 	if len(busy) > 1 {
@@ -587,6 +610,69 @@ func (s *stream) collect() []out {
 	for _, ts := range busy {
 		ts.since = time.Time{}
 	}
+	if beats {
+		res = s.heartbeats(res)
+	}
+	return res
+}
+
+// heartbeatsDue marks the types whose heartbeat round is due at now.
+func (s *stream) heartbeatsDue(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ts := range s.types {
+		if ts.hbEvery > 0 && !now.Before(ts.hbAt.Add(ts.hbEvery)) {
+			ts.beat = true
+		}
+	}
+}
+
+// nextHeartbeat is when the next heartbeat round is due, if any is.
+func (s *stream) nextHeartbeat() (time.Time, bool) {
+	if !s.ttl {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	for _, ts := range s.types {
+		if ts.hbEvery > 0 {
+			if at := ts.hbAt.Add(ts.hbEvery); next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// heartbeats appends a heartbeat response for each type whose round is
+// due: every variant with a TTL the client holds, as name, version and TTL
+// without the payload, which renews the TTL (PROTOCOL.md §2.7). A round
+// covers all of them, every half of the shortest TTL sent, so each is
+// renewed well within its own. s.mu is held.
+func (s *stream) heartbeats(res []out) []out {
+	now := time.Now()
+	for _, ts := range s.types {
+		if !ts.beat {
+			continue
+		}
+		ts.beat = false
+		r := &response{typeURL: ts.typ.URL, version: ts.sentVersion}
+		for n, h := range ts.held.m {
+			for _, hv := range h.variants {
+				if hv.v != nil && hv.v.TTL > 0 && hv.version == hv.v.Version {
+					r.items = append(r.items, item{v: hv.v, name: n, tp2: hv.tp2, ttl: true, heartbeat: true})
+				}
+			}
+		}
+		ts.hbAt = now
+		if len(r.items) == 0 {
+			ts.hbEvery = 0 // nothing with a TTL is held any more
+			continue
+		}
+		slices.SortFunc(r.items, func(a, b item) int { return strings.Compare(a.name, b.name) })
+		res = append(res, s.finish(ts, r))
+	}
 	return res
 }
 
@@ -602,7 +688,21 @@ func (s *stream) finish(ts *typeState, r *response) out {
 	nonce := strconv.FormatUint(s.nonces, 10)
 	field := protoNonce(s.delta)
 	enc := &Encoded{Body: r.encoded(s.srv.cache), Nonce: nonceField(field, nonce)}
-	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, time.Now()
+	now := time.Now()
+	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, now
+	if s.ttl {
+		// Heartbeat rounds come every half of the shortest TTL sent.
+		for _, it := range r.items {
+			if it.ttl && !it.heartbeat {
+				if every := it.v.TTL / 2; ts.hbEvery == 0 || every < ts.hbEvery {
+					if ts.hbEvery == 0 {
+						ts.hbAt = now
+					}
+					ts.hbEvery = every
+				}
+			}
+		}
+	}
 	if s.delta {
 		ts.recent = append(ts.recent, sent{nonce, r.version})
 		if len(ts.recent) > 16 {
@@ -634,7 +734,7 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 			only[n] = struct{}{}
 		}
 	}
-	w := ts.desire(r, only, s.wrap, s.srv.opts.HonorDoNotCache)
+	w := ts.desire(r, only, s.wrap, s.ttl, s.srv.opts.HonorDoNotCache)
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
@@ -740,7 +840,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !full {
 		only = ts.dirty
 	}
-	w := ts.desire(r, only, false, s.srv.opts.HonorDoNotCache)
+	w := ts.desire(r, only, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.opts.HonorDoNotCache)
 	resp := &response{typeURL: ts.typ.URL, version: version}
 	rem := &response{typeURL: ts.typ.URL, version: version}
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -333,7 +334,11 @@ func isBlankYAML(b []byte) bool {
 	return true
 }
 
-var wrapperKeys = map[string]bool{"name": true, "type": true, "constraints": true, "resource": true, "do_not_cache": true}
+var wrapperKeys = map[string]bool{"name": true, "type": true, "constraints": true, "resource": true, "do_not_cache": true, "ttl": true}
+
+// MinTTL is the shortest TTL a resource may have: a client holding it is
+// sent a heartbeat every half TTL.
+const MinTTL = 100 * time.Millisecond
 
 func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 	var top map[string]json.RawMessage
@@ -348,6 +353,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		wType   string
 		cons    constraint.Constraints
 		dnc     bool
+		ttl     time.Duration
 	)
 	if _, bare := top["@type"]; !bare {
 		var keys []string
@@ -358,7 +364,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			errs = append(errs, loc.errorf(k, "unknown field (a wrapper has name, type, constraints, do_not_cache and resource; a bare resource starts with \"@type\")"))
+			errs = append(errs, loc.errorf(k, "unknown field (a wrapper has name, type, constraints, do_not_cache, ttl and resource; a bare resource starts with \"@type\")"))
 		}
 		raw, ok := top["resource"]
 		if !ok {
@@ -379,6 +385,21 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 		if r, ok := top["do_not_cache"]; ok {
 			if err := json.Unmarshal(r, &dnc); err != nil {
 				errs = append(errs, loc.errorf("do_not_cache", "must be true or false"))
+			}
+		}
+		if r, ok := top["ttl"]; ok {
+			var txt string
+			d, err := time.Duration(0), json.Unmarshal(r, &txt)
+			if err == nil {
+				d, err = time.ParseDuration(txt)
+			}
+			switch {
+			case err != nil:
+				errs = append(errs, loc.errorf("ttl", "must be a duration such as \"30s\" or \"1m30s\""))
+			case d < MinTTL:
+				errs = append(errs, loc.errorf("ttl", "%s is shorter than the minimum %s (clients holding it get a heartbeat every half TTL)", d, MinTTL))
+			default:
+				ttl = d
 			}
 		}
 		if r, ok := top["constraints"]; ok {
@@ -419,6 +440,9 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 	}
 	if !typ.Known {
 		return nil, append(errs, loc.errorf(joinPath(resPath, "@type"), "%s is not an xDS resource type xdsd serves", mt.Descriptor().FullName()))
+	}
+	if ttl > 0 && typ.URL == VirtualHostURL {
+		errs = append(errs, loc.errorf("ttl", "on-demand virtual hosts take no TTL (Envoy does not renew them by heartbeat)"))
 	}
 	if typ.URL != payloadURL && payloadURL != LocatorURL {
 		return nil, append(errs, loc.errorf("type", "the resource is a %s, not a %s (only a redirect, an xds.core.v3.ResourceLocator, may be served as another type)", mt.Descriptor().FullName(), typ.Name))
@@ -495,6 +519,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 	}
 	v := NewVariant(typ, canon, cons, "", payloadURL, body)
 	v.DoNotCache = dnc
+	v.TTL = ttl
 	return &Document{Location: loc, Variant: v, Message: msg, Raw: js}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -248,7 +249,7 @@ func TestVariantEncoding(t *testing.T) {
 	}
 	for _, tp2 := range []bool{false, true} {
 		var res discoveryv3.Resource
-		if err := proto.Unmarshal(append(append([]byte(nil), v.ResourceHeader(tp2)...), v.Any()...), &res); err != nil {
+		if err := proto.Unmarshal(append(append([]byte(nil), v.ResourceHeader(tp2, false)...), v.Any()...), &res); err != nil {
 			t.Fatal(err)
 		}
 		if res.Version != "7" || !proto.Equal(res.Resource, &a) {
@@ -263,7 +264,7 @@ func TestVariantEncoding(t *testing.T) {
 			t.Errorf("plain name = %q %v", res.Name, res.ResourceName)
 		}
 		var w anypb.Any
-		whole := append(append(append([]byte(nil), v.WrappedHeader(tp2)...), v.ResourceHeader(tp2)...), v.Any()...)
+		whole := append(append(append([]byte(nil), v.WrappedHeader(tp2)...), v.ResourceHeader(tp2, false)...), v.Any()...)
 		if err := proto.Unmarshal(whole, &w); err != nil || w.TypeUrl != WrapperURL {
 			t.Fatalf("wrapped: %v %v", w.TypeUrl, err)
 		}
@@ -440,6 +441,59 @@ func TestMayHaveTag(t *testing.T) {
 	} {
 		if got := mayHaveTag([]byte(s)); got != want {
 			t.Errorf("mayHaveTag(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// A wrapper's ttl becomes Resource.ttl (PROTOCOL.md §2.7): a duration of at
+// least MinTTL, not on on-demand virtual hosts; a changed TTL is changed
+// content.
+func TestDecodeTTL(t *testing.T) {
+	const cl = "resource: {\"@type\": envoy.config.cluster.v3.Cluster, name: c}\n"
+	ds, err := Decode("t.yaml", []byte("ttl: 30s\n"+cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ds[0].Variant
+	if v.TTL != 30*time.Second {
+		t.Fatalf("TTL = %s", v.TTL)
+	}
+	plain, err := Decode("t.yaml", []byte(cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.SameContent(plain[0].Variant) {
+		t.Error("a TTL is part of the content")
+	}
+	var res discoveryv3.Resource
+	if err := proto.Unmarshal(append(append([]byte(nil), v.ResourceHeader(false, true)...), v.Any()...), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.GetTtl().AsDuration() != 30*time.Second || res.GetResource() == nil {
+		t.Errorf("resource with TTL: %v", &res)
+	}
+	if err := proto.Unmarshal(append(append([]byte(nil), v.ResourceHeader(false, false)...), v.Any()...), &res); err != nil || res.GetTtl() != nil {
+		t.Errorf("resource without TTL: %v %v", &res, err)
+	}
+	var hb discoveryv3.Resource
+	if err := proto.Unmarshal(v.Heartbeat(false), &hb); err != nil {
+		t.Fatal(err)
+	}
+	if hb.Name != "c" || hb.Resource != nil || hb.GetTtl().AsDuration() != 30*time.Second {
+		t.Errorf("heartbeat: %v", &hb)
+	}
+	if plain[0].Variant.Heartbeat(false) != nil {
+		t.Error("a variant without a TTL has no heartbeat")
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"ttl: soon\n" + cl, `t.yaml: document 1 (line 1): ttl: must be a duration such as "30s"`},
+		{"ttl: 30\n" + cl, `t.yaml: document 1 (line 1): ttl: must be a duration`},
+		{"ttl: 10ms\n" + cl, "ttl: 10ms is shorter than the minimum 100ms"},
+		{"ttl: 1m\nresource: {\"@type\": envoy.config.route.v3.VirtualHost, name: rc/v, domains: [a]}\n", "ttl: on-demand virtual hosts take no TTL"},
+	} {
+		_, err := Decode("t.yaml", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.src, err, tc.want)
 		}
 	}
 }

@@ -2,11 +2,14 @@ package resource
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/constraint"
 )
@@ -47,13 +50,21 @@ type Variant struct {
 	PayloadURL string
 	// DoNotCache carries Resource.cache_control.do_not_cache from upstream.
 	DoNotCache bool
+	// TTL, when positive, is Resource.ttl (PROTOCOL.md §2.7): a client that
+	// supports it drops the variant unless the server resends it or sends
+	// a heartbeat within the TTL, so configuration does not outlive contact
+	// with the control plane.
+	TTL time.Duration
 
 	any     []byte // encoded google.protobuf.Any
 	bodyOff int    // the payload starts at any[bodyOff:]
 
-	once    sync.Once
-	hdr     [2][]byte // discovery Resource header, without (0) and with (1) resource_name
-	wrapHdr [2][]byte // Any header wrapping the Resource for SotW
+	once sync.Once
+	// hdr is the discovery Resource header by form: bit 0 names by
+	// resource_name with constraints, bit 1 carries the TTL.
+	hdr       [4][]byte
+	wrapHdr   [2][]byte // Any header wrapping the Resource (no TTL) for SotW
+	heartbeat [2][]byte // a payload-less Resource with version and TTL (§2.7)
 }
 
 // NewVariant makes a variant from an already marshaled payload. Marshal the
@@ -77,7 +88,7 @@ func NewVariant(t *Type, name string, c constraint.Constraints, version, payload
 // bytes are shared, not copied.
 func (v *Variant) WithVersion(version string) *Variant {
 	return &Variant{Type: v.Type, Name: v.Name, Constraints: v.Constraints, Version: version,
-		PayloadURL: v.PayloadURL, DoNotCache: v.DoNotCache, any: v.any, bodyOff: v.bodyOff}
+		PayloadURL: v.PayloadURL, DoNotCache: v.DoNotCache, TTL: v.TTL, any: v.any, bodyOff: v.bodyOff}
 }
 
 // WithDoNotCache returns a copy of v with DoNotCache set as given.
@@ -108,7 +119,7 @@ func (v *Variant) IsRedirect() bool { return v.PayloadURL == LocatorURL && v.Typ
 // whatever their versions.
 func (v *Variant) SameContent(w *Variant) bool {
 	return w != nil && v.PayloadURL == w.PayloadURL && v.Constraints.Equal(w.Constraints) &&
-		v.DoNotCache == w.DoNotCache && string(v.Body()) == string(w.Body())
+		v.DoNotCache == w.DoNotCache && v.TTL == w.TTL && string(v.Body()) == string(w.Body())
 }
 
 // Message decodes the payload. It fails for payload types this binary does
@@ -130,19 +141,18 @@ func (v *Variant) Message() (proto.Message, error) {
 // `resource` field: append Any() to it to get the whole message. With tp2 the
 // name goes in `resource_name` together with the constraints (TP2 requires
 // servers and proxies to send them); without, in `name`. An unconstrained
-// variant is always named by `name`.
-func (v *Variant) ResourceHeader(tp2 bool) []byte {
+// variant is always named by `name`. With ttl, a variant that has a TTL
+// carries it (for clients that support TTLs).
+func (v *Variant) ResourceHeader(tp2, ttl bool) []byte {
 	v.once.Do(v.encodeHeaders)
-	if tp2 {
-		return v.hdr[1]
-	}
-	return v.hdr[0]
+	return v.hdr[form(tp2, ttl)]
 }
 
 // WrappedHeader returns the encoding of a google.protobuf.Any holding the
-// Resource of ResourceHeader, up to the Resource itself: the whole Any is
-// WrappedHeader(tp2) + ResourceHeader(tp2) + Any(). SotW responses carry this
-// to clients that take wrapped resources (PROTOCOL.md §1.10).
+// Resource of ResourceHeader(tp2, false), up to the Resource itself: the
+// whole Any is WrappedHeader(tp2) + ResourceHeader(tp2, false) + Any(). SotW
+// responses carry this to clients that take wrapped resources (PROTOCOL.md
+// §1.10); xdsd sends TTLs over delta only.
 func (v *Variant) WrappedHeader(tp2 bool) []byte {
 	v.once.Do(v.encodeHeaders)
 	if tp2 {
@@ -151,10 +161,34 @@ func (v *Variant) WrappedHeader(tp2 bool) []byte {
 	return v.wrapHdr[0]
 }
 
+// Heartbeat returns the encoding of a payload-less Resource with the
+// variant's name (or resource_name with tp2), version and TTL: it renews the
+// TTL of a client holding this version without resending the payload
+// (PROTOCOL.md §2.7). It is nil for a variant without a TTL.
+func (v *Variant) Heartbeat(tp2 bool) []byte {
+	v.once.Do(v.encodeHeaders)
+	if tp2 {
+		return v.heartbeat[1]
+	}
+	return v.heartbeat[0]
+}
+
+func form(tp2, ttl bool) int {
+	f := 0
+	if tp2 {
+		f |= 1
+	}
+	if ttl {
+		f |= 2
+	}
+	return f
+}
+
 func (v *Variant) encodeHeaders() {
-	for i := range 2 {
+	for f := range 4 {
+		tp2, ttl := f&1 != 0, f&2 != 0
 		var b []byte
-		if i == 1 && !v.Constraints.IsZero() {
+		if tp2 && !v.Constraints.IsZero() {
 			rn := protowire.AppendTag(nil, 1, protowire.BytesType)
 			rn = protowire.AppendString(rn, v.Name)
 			if c, err := Marshal(v.Constraints.Proto()); err == nil && len(c) > 0 {
@@ -171,6 +205,12 @@ func (v *Variant) encodeHeaders() {
 			b = protowire.AppendTag(b, 1, protowire.BytesType)
 			b = protowire.AppendString(b, v.Version)
 		}
+		if ttl && v.TTL > 0 {
+			d, _ := Marshal(durationpb.New(v.TTL))
+			b = protowire.AppendTag(b, 6, protowire.BytesType)
+			b = protowire.AppendBytes(b, d)
+			v.heartbeat[f&1] = slices.Clip(b)
+		}
 		if v.DoNotCache {
 			// cache_control (7) { do_not_cache (1): true }
 			b = protowire.AppendTag(b, 7, protowire.BytesType)
@@ -178,13 +218,15 @@ func (v *Variant) encodeHeaders() {
 		}
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(len(v.any)))
-		v.hdr[i] = b
+		v.hdr[f] = b
 
-		w := protowire.AppendTag(nil, 1, protowire.BytesType)
-		w = protowire.AppendString(w, WrapperURL)
-		w = protowire.AppendTag(w, 2, protowire.BytesType)
-		w = protowire.AppendVarint(w, uint64(len(b)+len(v.any)))
-		v.wrapHdr[i] = w
+		if !ttl {
+			w := protowire.AppendTag(nil, 1, protowire.BytesType)
+			w = protowire.AppendString(w, WrapperURL)
+			w = protowire.AppendTag(w, 2, protowire.BytesType)
+			w = protowire.AppendVarint(w, uint64(len(b)+len(v.any)))
+			v.wrapHdr[f&1] = w
+		}
 	}
 }
 

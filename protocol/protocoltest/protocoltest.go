@@ -333,8 +333,10 @@ func CheckDelta(t testing.TB, r *discoveryv3.DeltaDiscoveryResponse) {
 	for _, res := range r.Resources {
 		use(ResName(res))
 		switch {
-		case res.Resource == nil && len(res.Aliases) == 0:
-			t.Fatalf("payload-less resource %s without aliases", ResName(res))
+		case res.Resource == nil && len(res.Aliases) == 0 && (res.Ttl == nil || res.Version == ""):
+			// Payload-less: a VHDS answer (aliases) or a TTL heartbeat
+			// (version and TTL, PROTOCOL.md §2.7); Envoy NACKs anything else.
+			t.Fatalf("payload-less resource %s is neither a VHDS answer nor a heartbeat", ResName(res))
 		case res.Resource != nil && res.Resource.TypeUrl != r.TypeUrl && res.Resource.TypeUrl != resource.LocatorURL:
 			t.Fatalf("%s is a %s in a %s response", ResName(res), res.Resource.TypeUrl, r.TypeUrl)
 		case res.Name != "" && res.ResourceName != nil:
