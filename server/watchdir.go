@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/xdsd/xdsd/resource"
@@ -16,8 +21,15 @@ import (
 // DirWatcher keeps a store in step with a directory of authoring files
 // (xdsd serve --watch DIR): the directory is applied as one batch at start
 // and on every change. A document removed from the directory deletes the
-// variant it defined, and nothing else; an invalid directory changes
-// nothing and is reported, and the last good state keeps being served.
+// variant it defined, and nothing else, even when it was removed while no
+// watcher ran: what the directory defined is recorded in the store itself,
+// in the batch that makes it so (see OwnershipKey). An invalid directory
+// changes nothing and is reported, and the last good state keeps being
+// served.
+//
+// Two watchers of different directories keep separate records. A resource
+// that both define is one resource: whichever directory last changed it
+// wins, and removing it from either deletes it.
 type DirWatcher struct {
 	Store    store.Store
 	Dir      string
@@ -27,14 +39,91 @@ type DirWatcher struct {
 	// change of the directory.
 	Applied func(store.Result, error)
 
-	owned map[resource.Key]bool // variants the directory defined when last applied
-	sum   [32]byte              // contents last tried
+	key   string   // OwnershipKey(Dir), once known
+	sum   [32]byte // contents last applied, or last found invalid
 	tried bool
 }
 
+// OwnershipKey is the store metadata key (store.Batch.Meta) under which a
+// DirWatcher records what the directory dir defined: "watch:" and dir's
+// absolute path. Symbolic links are not resolved, so a directory swapped
+// by retargeting a link keeps its record.
+func OwnershipKey(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("watched directory %s: %w", dir, err)
+	}
+	return "watch:" + abs, nil
+}
+
+// ownership is the record of what a directory defined, as stored: JSON, so
+// that whoever inspects a store file can read it, and its own types, so
+// that it does not change with resource.Key.
+type ownership struct {
+	Format int        `json:"format"`
+	Keys   []ownedKey `json:"keys"` // sorted
+}
+
+type ownedKey struct {
+	Type        string `json:"type"`
+	Name        string `json:"name"`
+	Constraints string `json:"constraints,omitempty"` // canonical key
+}
+
+const ownershipFormat = 1
+
+func encodeOwnership(keys map[resource.Key]bool) []byte {
+	o := ownership{Format: ownershipFormat, Keys: make([]ownedKey, 0, len(keys))}
+	for k := range keys {
+		o.Keys = append(o.Keys, ownedKey(k))
+	}
+	sort.Slice(o.Keys, func(i, j int) bool {
+		a, b := o.Keys[i], o.Keys[j]
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Constraints < b.Constraints
+	})
+	b, err := json.Marshal(o)
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	return b
+}
+
+func decodeOwnership(b []byte) (map[resource.Key]bool, error) {
+	if b == nil {
+		return nil, nil // never synced into this store
+	}
+	var o ownership
+	if err := json.Unmarshal(b, &o); err != nil {
+		return nil, err
+	}
+	if o.Format != ownershipFormat {
+		return nil, fmt.Errorf("format %d, this xdsd reads %d", o.Format, ownershipFormat)
+	}
+	m := make(map[resource.Key]bool, len(o.Keys))
+	for _, k := range o.Keys {
+		m[resource.Key(k)] = true
+	}
+	return m, nil
+}
+
 // Sync applies the directory if it changed since the last Sync. It reports
-// whether it applied anything, and any error.
+// whether it applied anything, and any error. The resources the directory
+// defines and the record of them land in one batch, so the record never
+// disagrees with the store.
 func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
+	if w.key == "" {
+		k, err := OwnershipKey(w.Dir)
+		if err != nil {
+			return false, err
+		}
+		w.key = k
+	}
 	files, err := resource.SourceFiles(w.Dir)
 	if err != nil {
 		return false, err
@@ -58,10 +147,20 @@ func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
 	if w.tried && sum == w.sum {
 		return false, nil
 	}
-	w.tried, w.sum = true, sum
 	docs, err := resource.Load(w.Dir)
 	if err != nil {
+		// Invalid content is not retried until it changes; a failure of
+		// the store below is, on the next round.
+		w.tried, w.sum = true, sum
 		return false, err
+	}
+	rec, err := w.Store.Meta(ctx, w.key)
+	if err != nil {
+		return false, fmt.Errorf("reading what %s defined from the store: %w", w.Dir, err)
+	}
+	owned, err := decodeOwnership(rec)
+	if err != nil {
+		return false, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
 	}
 	var b store.Batch
 	now := map[resource.Key]bool{}
@@ -72,21 +171,29 @@ func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
 		now[k] = true
 		groups[[2]string{k.Type, k.Name}] = true
 	}
-	for k := range w.owned {
+	for k := range owned {
 		// A resource still in the directory has its variant set replaced
-		// by the puts; only resources gone from it need deleting.
+		// by the puts; only resources gone from it need deleting. Nothing
+		// the directory did not define is touched: resources applied
+		// through the API stay.
 		if !now[k] && !groups[[2]string{k.Type, k.Name}] {
 			b.Deletes = append(b.Deletes, store.Delete{Type: k.Type, Name: k.Name, Constraints: k.Constraints})
 		}
+	}
+	if next := encodeOwnership(now); !bytes.Equal(next, rec) {
+		b.Meta = map[string][]byte{w.key: next}
 	}
 	res, err := w.Store.Apply(ctx, b)
 	if w.Applied != nil {
 		w.Applied(res, err)
 	}
 	if err != nil {
+		if be := (*store.BatchError)(nil); errors.As(err, &be) {
+			w.tried, w.sum = true, sum
+		}
 		return false, err
 	}
-	w.owned = now
+	w.tried, w.sum = true, sum
 	return true, nil
 }
 

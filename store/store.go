@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type Store interface {
 	Updated() <-chan struct{}
 	// Rev is the current revision.
 	Rev() int64
+	// Meta returns the value of a metadata key (see Batch.Meta), or nil
+	// when the key is not set.
+	Meta(ctx context.Context, key string) ([]byte, error)
 	// Close releases the store. Acknowledged batches are durable.
 	Close() error
 }
@@ -40,7 +44,18 @@ type Store interface {
 type Batch struct {
 	Puts    []*resource.Variant
 	Deletes []Delete
+	// Meta sets metadata keys in the same transaction as the puts and
+	// deletes, so that what a writer records about its batches (what a
+	// watched directory defined, for server.DirWatcher) can never disagree
+	// with what the store holds. A nil or empty value deletes the key.
+	// Metadata is not versioned: it makes no revision and wakes no
+	// watcher, so a batch that changes only metadata returns the current
+	// revision, unchanged.
+	Meta map[string][]byte
 }
+
+// MaxMetaKey is the longest metadata key, in bytes, that a batch may set.
+const MaxMetaKey = 8 << 10
 
 // Delete removes one variant of a resource, or all of them.
 type Delete struct {
@@ -139,9 +154,14 @@ type Reader interface {
 type Plan struct {
 	Puts    []*resource.Variant // new or changed variants, stamped with the new revision
 	Deletes []resource.Key
+	// Meta is the batch's metadata, copied from the caller's: a nil value
+	// deletes its key. It is written with the resources whether or not
+	// they change, and does not count towards Empty.
+	Meta map[string][]byte
 }
 
-// Empty reports whether the batch changes nothing.
+// Empty reports whether the batch changes no resource, so makes no
+// revision.
 func (p Plan) Empty() bool { return len(p.Puts)+len(p.Deletes) == 0 }
 
 // Result describes the plan as applied at rev.
@@ -175,7 +195,8 @@ func (e *BatchError) Unwrap() []error { return e.Problems }
 // MakePlan computes what batch b changes given the current state r; new or
 // changed variants get version rev. It rejects, with every problem listed, a
 // batch that names a variant twice, both puts and deletes one resource, or
-// leaves a resource whose variants violate TP2's rules.
+// leaves a resource whose variants violate TP2's rules, or sets a metadata
+// key that is empty or longer than MaxMetaKey.
 func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 	type group struct{ typ, name string }
 	var (
@@ -185,6 +206,20 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 		puts     = map[group][]*resource.Variant{}
 		seen     = map[resource.Key]bool{}
 	)
+	for k, v := range b.Meta {
+		if k == "" || len(k) > MaxMetaKey {
+			problems = append(problems, fmt.Errorf("metadata key of %d bytes (want 1 to %d)", len(k), MaxMetaKey))
+			continue
+		}
+		if p.Meta == nil {
+			p.Meta = make(map[string][]byte, len(b.Meta))
+		}
+		if len(v) == 0 {
+			p.Meta[k] = nil
+		} else {
+			p.Meta[k] = bytes.Clone(v)
+		}
+	}
 	for _, v := range b.Puts {
 		if v == nil || v.Type == nil || v.Name == "" {
 			problems = append(problems, errors.New("a variant without type or name"))

@@ -12,11 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/xdsd/xdsd/admin"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
+	"github.com/xdsd/xdsd/store/bolt"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -27,37 +30,60 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // startServe runs `xdsd serve` in-process on loopback ports with a bolt
-// store in a temp dir; it returns the admin address.
+// store in a temp dir (extra may give "--store SPEC" and "--watch DIR"); it
+// returns the bound addresses. The server stops when the test ends.
 func startServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string) {
+	t.Helper()
+	xdsAddr, adminAddr, _ = startStoppableServe(t, extra...)
+	return xdsAddr, adminAddr
+}
+
+// startStoppableServe is startServe that also returns a function stopping
+// the server, for tests that restart it.
+func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string, stop func()) {
 	t.Helper()
 	f := serveFlags{daemonFlags: daemonFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", logLevel: "error",
 		maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000},
 		storeSpec: "bolt:" + filepath.Join(t.TempDir(), "xdsd.db"), watchInterval: 50 * time.Millisecond}
-	if len(extra) == 2 && extra[0] == "--watch" {
-		f.watchDir = extra[1]
+	for i := 0; i+1 < len(extra); i += 2 {
+		switch extra[i] {
+		case "--watch":
+			f.watchDir = extra[i+1]
+		case "--store":
+			f.storeSpec = extra[i+1]
+		default:
+			t.Fatalf("startServe: unknown flag %s", extra[i])
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	type addrs struct{ x, a string }
 	up := make(chan addrs, 1)
-	done := make(chan error, 1)
+	done := make(chan struct{}) // closed when serve has returned serveErr
+	var serveErr error
 	go func() {
-		done <- serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), func(x, a string) { up <- addrs{x, a} })
+		defer close(done)
+		serveErr = serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), func(x, a string) { up <- addrs{x, a} })
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if serveErr != nil {
+				t.Errorf("serve: %v", serveErr)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case a := <-up:
-		return a.x, a.a
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
+		return a.x, a.a, stop
+	case <-done:
+		t.Fatal("serve returned before it was ready") // stop reports its error
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not start")
 	}
-	return "", ""
+	return "", "", nil
 }
 
 func listResources(t *testing.T, adminAddr, query string) admin.ResourceList {
@@ -208,6 +234,37 @@ func TestServeWatchDir(t *testing.T) {
 	}
 }
 
+// The README's quickstart setup (serve --watch DIR on a bolt store): a file
+// removed while the server is down deletes, at the next start, what it
+// defined, and only that.
+func TestServeWatchDirRestart(t *testing.T) {
+	dir, db := t.TempDir(), "bolt:"+filepath.Join(t.TempDir(), "xdsd.db")
+	writeFile(t, dir, "a.yaml", cl+"name: a\n")
+	writeFile(t, dir, "b.yaml", cl+"name: b\n")
+	other := writeFile(t, t.TempDir(), "other.yaml", cl+"name: applied\n")
+	_, adm, stop := startStoppableServe(t, "--store", db, "--watch", dir)
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", other); code != 0 {
+		t.Fatal(errOut)
+	}
+	if l := listResources(t, adm, ""); len(l.Resources) != 3 {
+		t.Fatalf("before the restart: %+v", l)
+	}
+	stop()
+
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	_, adm = startServe(t, "--store", db, "--watch", dir)
+	l := listResources(t, adm, "")
+	var got []string
+	for _, r := range l.Resources {
+		got = append(got, r.Name)
+	}
+	if strings.Join(got, " ") != "a applied" || l.Revision != 3 {
+		t.Fatalf("after removing b.yaml while down: revision %d, %v; want a and applied at revision 3", l.Revision, got)
+	}
+}
+
 func httpPost(url, body string) (int, error) {
 	resp, err := http.Post(url, "application/yaml", strings.NewReader(body))
 	if err != nil {
@@ -226,13 +283,18 @@ func TestBusyAddress(t *testing.T) {
 	}
 	defer busy.Close()
 	addr := busy.Addr().String()
-	db := "bolt:" + filepath.Join(t.TempDir(), "xdsd.db")
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	db := "bolt:" + path
+	watch := t.TempDir()
+	writeFile(t, watch, "a.yaml", cl+"name: a\n")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"serve", "--store", db, "--xds-addr", addr}, "xDS listener"},
 		{[]string{"serve", "--store", db, "--xds-addr", "127.0.0.1:0", "--admin-addr", addr}, "admin listener"},
+		{[]string{"serve", "--store", db, "--watch", watch, "--xds-addr", addr}, "xDS listener"},
+		{[]string{"serve", "--store", db, "--watch", watch, "--xds-addr", "127.0.0.1:0", "--admin-addr", addr}, "admin listener"},
 		{[]string{"relay", "--upstream", "127.0.0.1:1", "--xds-addr", addr}, "xDS listener"},
 		{[]string{"relay", "--upstream", "127.0.0.1:1", "--xds-addr", "127.0.0.1:0", "--admin-addr", addr}, "admin listener"},
 	} {
@@ -241,6 +303,43 @@ func TestBusyAddress(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", c.args, code, errOut, c.want)
 		}
 	}
+	// A server that could not start left the store as it was: the watched
+	// directory was never applied.
+	st, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, err := server.OwnershipKey(watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := st.Meta(context.Background(), key); st.Rev() != 0 || rec != nil || err != nil {
+		t.Errorf("failed starts changed the store: revision %d, record of %s %q (%v)", st.Rev(), watch, rec, err)
+	}
+}
+
+// A watched directory that cannot be applied stops the start with the
+// directory named, after the listeners were bound, and frees them.
+func TestServeWatchBadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "bad.yaml", cl+"name: a\nbogus: 1\n")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	code, _, errOut := runCmd(t, "serve", "--store", "mem:", "--watch", dir, "--xds-addr", addr, "--admin-addr", "")
+	if code != 1 || !strings.Contains(errOut, "--watch "+dir) || !strings.Contains(errOut, "bad.yaml") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	// The listener was released: the address can be bound again.
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listener left bound after a failed start: %v", err)
+	}
+	lis.Close()
 }
 
 // An apply answers once its revision is served: a client asking right

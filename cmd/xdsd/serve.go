@@ -70,7 +70,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // serve runs the server until ctx ends. ready, if set, receives the bound
-// addresses once both listeners are up (tests use it).
+// addresses once both listeners are up and the store's state, the watched
+// directory's included, is loaded (tests use it).
+//
+// The listeners are bound before --watch touches the store, so that a
+// server that cannot start leaves the store as it found it.
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, admin string)) error {
 	st, err := openStore(f.storeSpec)
 	if err != nil {
@@ -80,16 +84,6 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 
 	reg := newRegistry()
 	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
-
-	if f.watchDir != "" {
-		w := &server.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log}
-		if _, err := w.Sync(ctx); err != nil {
-			return fmt.Errorf("--watch %s: %w", f.watchDir, err)
-		}
-		log.Info("watching directory", "dir", f.watchDir, "revision", st.Rev())
-		go w.Run(ctx)
-	}
-
 	d, err := listen(f.daemonFlags, srv.Register, admin.Handler(admin.Options{
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log,
 		Clients: func() any { return srv.Clients() },
@@ -99,6 +93,20 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+
+	watched := make(chan struct{})
+	if f.watchDir != "" {
+		w := &server.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log}
+		if _, err := w.Sync(ctx); err != nil {
+			closeUnstarted(d)
+			return fmt.Errorf("--watch %s: %w", f.watchDir, err)
+		}
+		log.Info("watching directory", "dir", f.watchDir, "revision", st.Rev())
+		go func() { defer close(watched); w.Run(runCtx) }()
+	} else {
+		close(watched)
+	}
+
 	go func() { d.errc <- srv.Run(runCtx) }()
 	d.start()
 	// Report readiness once the store's state is loaded (an interrupted
@@ -112,6 +120,16 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	err = d.wait(ctx)
 	log.Info("shutting down")
 	cancel()
+	<-watched // no sync may run into the closed store
 	d.stop(srv.Close)
 	return err
+}
+
+// closeUnstarted releases the listeners of a daemon that never started.
+func closeUnstarted(d *daemon) {
+	d.lis.Close()
+	if d.alis != nil {
+		d.alis.Close()
+	}
+	d.g.Stop()
 }

@@ -28,6 +28,10 @@ var (
 	bucketMeta = []byte("meta")
 	bucketRes  = []byte("resources")
 	bucketLog  = []byte("log")
+	// bucketUser holds store.Batch.Meta: the writers' metadata, apart from
+	// the store's own in bucketMeta. Files made before it existed get it
+	// on open; the format is unchanged.
+	bucketUser = []byte("batchmeta")
 	keyRev     = []byte("rev")
 	keyCompact = []byte("compacted")
 	keyFormat  = []byte("format")
@@ -81,6 +85,9 @@ func Open(path string, opts Options) (*Store, error) {
 			return err
 		}
 		if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketUser); err != nil {
 			return err
 		}
 		if f := meta.Get(keyFormat); f == nil {
@@ -250,6 +257,10 @@ func decodeKeys(b []byte) ([]resource.Key, error) {
 	return out, nil
 }
 
+// errNoChange rolls back the transaction of a batch that changes nothing,
+// so that it costs no write to the file.
+var errNoChange = errors.New("no change")
+
 // Apply implements store.Store.
 func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
@@ -265,8 +276,18 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		res := tx.Bucket(bucketRes)
 		var err error
-		if p, err = store.MakePlan(txReader{res}, b, rev); err != nil || p.Empty() {
+		if p, err = store.MakePlan(txReader{res}, b, rev); err != nil {
 			return err
+		}
+		metaChanged, err := putUserMeta(tx.Bucket(bucketUser), p.Meta)
+		if err != nil {
+			return err
+		}
+		if p.Empty() {
+			if !metaChanged {
+				return errNoChange
+			}
+			return nil
 		}
 		var keys []resource.Key
 		for _, k := range p.Deletes {
@@ -305,7 +326,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		}
 		return meta.Put(keyRev, u64(uint64(rev)))
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errNoChange) {
 		return store.Result{}, err
 	}
 	if p.Empty() {
@@ -314,6 +335,29 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	s.rev = rev
 	s.notify.Wake()
 	return p.Result(rev), nil
+}
+
+// putUserMeta writes a plan's metadata and reports whether any of it
+// differed from what was stored.
+func putUserMeta(b *bbolt.Bucket, m map[string][]byte) (bool, error) {
+	changed := false
+	for k, v := range m {
+		old := b.Get([]byte(k))
+		if v == nil && old == nil || v != nil && old != nil && bytes.Equal(v, old) {
+			continue
+		}
+		changed = true
+		var err error
+		if v == nil {
+			err = b.Delete([]byte(k))
+		} else {
+			err = b.Put([]byte(k), v)
+		}
+		if err != nil {
+			return false, fmt.Errorf("metadata key %.64q: %w", k, err)
+		}
+	}
+	return changed, nil
 }
 
 // Changes implements store.Store.
@@ -364,6 +408,25 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 		return err
 	})
 	return cs, err
+}
+
+// Meta implements store.Store.
+func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, store.ErrClosed
+	}
+	var v []byte
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		// bbolt's bytes live only as long as the transaction.
+		if b := tx.Bucket(bucketUser).Get([]byte(key)); len(b) > 0 {
+			v = bytes.Clone(b)
+		}
+		return nil
+	})
+	return v, err
 }
 
 // Updated implements store.Store.

@@ -55,10 +55,14 @@ func TestReopenLosesNothing(t *testing.T) {
 			storetest.Route("r", "env=prod", strconv.Itoa(i)),
 			storetest.Route("r", "env=test", "t"),
 			storetest.Cluster(fmt.Sprintf("c%d", i), "", "x"),
-		}}
+		}, Meta: map[string][]byte{"last": []byte(strconv.Itoa(i)), fmt.Sprintf("k%d", i): []byte("x")}}
 		if _, err := s.Apply(ctx, b); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Metadata alone is durable too, though it makes no revision.
+	if _, err := s.Apply(ctx, store.Batch{Meta: map[string][]byte{"alone": []byte("y"), "k0": nil}}); err != nil {
+		t.Fatal(err)
 	}
 	before, err := s.Changes(ctx, store.FromStart)
 	if err != nil {
@@ -71,6 +75,11 @@ func TestReopenLosesNothing(t *testing.T) {
 	defer s.Close()
 	if s.Rev() != 5 {
 		t.Fatalf("reopened at rev %d, want 5", s.Rev())
+	}
+	for k, want := range map[string]string{"last": "4", "k0": "", "k4": "x", "alone": "y"} {
+		if v, err := s.Meta(ctx, k); err != nil || string(v) != want {
+			t.Errorf("metadata %s after reopen: %q %v, want %q", k, v, err, want)
+		}
 	}
 	after, err := s.Changes(ctx, store.FromStart)
 	if err != nil {
@@ -138,8 +147,10 @@ func crashChild(path string) {
 		for j := range perBatch {
 			b.Puts = append(b.Puts, storetest.Cluster(fmt.Sprintf("b%d-%d", n, j), "", strconv.FormatInt(n, 10)))
 		}
-		// Also rewrite a shared resource, so batches overlap in content.
+		// Also rewrite a shared resource, so batches overlap in content,
+		// and metadata that must always name the last batch.
 		b.Puts = append(b.Puts, storetest.Route("shared", "", strconv.FormatInt(n, 10)))
+		b.Meta = map[string][]byte{"last": []byte(strconv.FormatInt(n, 10))}
 		r, err := s.Apply(context.Background(), b)
 		if err != nil {
 			fmt.Fprintln(w, "error", err)
@@ -152,7 +163,8 @@ func crashChild(path string) {
 }
 
 // A writer killed with SIGKILL at arbitrary points: on reopen, every batch it
-// was told had succeeded is there, and no batch is there in part.
+// was told had succeeded is there, and no batch is there in part, its
+// metadata included.
 func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "xdsd.db")
 	var acked int64
@@ -190,7 +202,11 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		rev := s.Rev()
+		last, err := s.Meta(context.Background(), "last")
 		s.Close()
+		if err != nil || string(last) != strconv.FormatInt(rev, 10) {
+			t.Errorf("round %d: at rev %d the metadata names batch %q (%v)", round, rev, last, err)
+		}
 		if rev < acked {
 			t.Fatalf("round %d: store at rev %d but batch %d was acknowledged", round, rev, acked)
 		}

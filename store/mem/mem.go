@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"sync"
@@ -18,6 +19,7 @@ type Store struct {
 	mu        sync.Mutex
 	rev       int64
 	data      map[[2]string]map[string]*resource.Variant // (type, name) → constraint key → variant
+	meta      map[string][]byte
 	log       []entry
 	compacted int64 // the log holds every revision after this one
 	history   int
@@ -38,7 +40,7 @@ func NewWithHistory(n int) *Store {
 	if n < 1 {
 		n = 1
 	}
-	return &Store{data: map[[2]string]map[string]*resource.Variant{}, history: n}
+	return &Store{data: map[[2]string]map[string]*resource.Variant{}, meta: map[string][]byte{}, history: n}
 }
 
 type reader struct{ s *Store }
@@ -66,6 +68,13 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	p, err := store.MakePlan(reader{s}, b, s.rev+1)
 	if err != nil {
 		return store.Result{}, err
+	}
+	for k, v := range p.Meta { // the plan's own copies
+		if v == nil {
+			delete(s.meta, k)
+		} else {
+			s.meta[k] = v
+		}
 	}
 	if p.Empty() {
 		return store.Result{Rev: s.rev}, nil
@@ -148,6 +157,16 @@ func (s *Store) Rev() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rev
+}
+
+// Meta implements store.Store.
+func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	return bytes.Clone(s.meta[key]), nil
 }
 
 // Close implements store.Store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("UnchangedKeepsVersion", func(t *testing.T) { testUnchanged(t, open(t)) })
 	t.Run("VariantSetReplacedAtomically", func(t *testing.T) { testReplace(t, open(t)) })
 	t.Run("InvalidBatchStoresNothing", func(t *testing.T) { testInvalid(t, open(t)) })
+	t.Run("MetaWrittenWithBatch", func(t *testing.T) { testMeta(t, open(t)) })
 	t.Run("Deletes", func(t *testing.T) { testDeletes(t, open(t)) })
 	t.Run("WatchResumesFromRevision", func(t *testing.T) { testWatch(t, open(t)) })
 	t.Run("ConcurrentAppliers", func(t *testing.T) { testConcurrent(t, open(t)) })
@@ -143,18 +145,30 @@ func testReplace(t *testing.T, s store.Store) {
 
 func testInvalid(t *testing.T, s store.Store) {
 	defer s.Close()
-	apply(t, s, store.Batch{Puts: []*resource.Variant{Route("r", "env=prod", "p")}})
+	apply(t, s, store.Batch{Puts: []*resource.Variant{Route("r", "env=prod", "p")}, Meta: map[string][]byte{"kept": []byte("1"), "gone": []byte("1")}})
+	// Every bad batch also changes metadata, which must stay as it was.
+	meta := map[string][]byte{"kept": []byte("2"), "gone": nil, "new": []byte("1")}
 	bad := []struct {
 		name string
 		b    store.Batch
 		want any
 	}{
+		{"empty metadata key", store.Batch{Puts: []*resource.Variant{Cluster("ok", "", "x")}, Meta: map[string][]byte{"": []byte("x")}}, nil},
+		{"long metadata key", store.Batch{Meta: map[string][]byte{strings.Repeat("k", store.MaxMetaKey+1): []byte("x")}}, nil},
 		{"overlap", store.Batch{Puts: []*resource.Variant{Cluster("ok", "", "x"), Route("r", "env=prod || env=test", "a"), Route("r", "env=qa || env=test", "b")}}, &constraint.OverlapError{}},
 		{"key sets", store.Batch{Puts: []*resource.Variant{Cluster("ok", "", "x"), Route("r", "env=prod", "a"), Route("r", "env=test && version=v1", "b")}}, &constraint.KeySetError{}},
 		{"duplicate", store.Batch{Puts: []*resource.Variant{Cluster("ok", "", "x"), Cluster("ok", "", "y")}}, nil},
 		{"put and delete", store.Batch{Puts: []*resource.Variant{Cluster("ok", "", "x")}, Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "ok", All: true}}}, nil},
 	}
 	for _, tc := range bad {
+		for k, v := range meta {
+			if _, ok := tc.b.Meta[k]; !ok {
+				if tc.b.Meta == nil {
+					tc.b.Meta = map[string][]byte{}
+				}
+				tc.b.Meta[k] = v
+			}
+		}
 		_, err := s.Apply(context.Background(), tc.b)
 		var be *store.BatchError
 		if !errors.As(err, &be) {
@@ -175,6 +189,83 @@ func testInvalid(t *testing.T, s store.Store) {
 		if s.Rev() != 1 || len(state(t, s)) != 1 {
 			t.Errorf("%s: store changed: rev %d", tc.name, s.Rev())
 		}
+		if got := metaOf(t, s, "kept", "gone", "new"); got != "kept=1 gone=1 new=<nil>" {
+			t.Errorf("%s: metadata changed: %s", tc.name, got)
+		}
+	}
+}
+
+// metaOf reads metadata keys, for comparing in one string.
+func metaOf(t *testing.T, s store.Store, keys ...string) string {
+	t.Helper()
+	var out []string
+	for _, k := range keys {
+		v, err := s.Meta(context.Background(), k)
+		if err != nil {
+			t.Fatalf("Meta(%q): %v", k, err)
+		}
+		if v == nil {
+			out = append(out, k+"=<nil>")
+		} else {
+			out = append(out, k+"="+string(v))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// Metadata lands with the batch that carries it, is not versioned (a batch
+// changing only metadata makes no revision and wakes no watcher), and is
+// copied in and out.
+func testMeta(t *testing.T, s store.Store) {
+	defer s.Close()
+	ctx := context.Background()
+	if v, err := s.Meta(ctx, "missing"); v != nil || err != nil {
+		t.Fatalf("Meta of an unset key: %q %v", v, err)
+	}
+	val := []byte("a1")
+	r := apply(t, s, store.Batch{Puts: []*resource.Variant{Cluster("c", "", "1")}, Meta: map[string][]byte{"a": val, "b": []byte("b1")}})
+	val[1] = 'X' // the store holds its own copy
+	if r.Rev != 1 || metaOf(t, s, "a", "b") != "a=a1 b=b1" {
+		t.Fatalf("after the first batch: %+v, %s", r, metaOf(t, s, "a", "b"))
+	}
+	got, _ := s.Meta(ctx, "a")
+	got[0] = 'X' // and hands out copies
+	if metaOf(t, s, "a") != "a=a1" {
+		t.Fatalf("a read value aliases the store: %s", metaOf(t, s, "a"))
+	}
+
+	// Metadata alone, or with puts that change nothing: no revision, no
+	// wake-up, but the metadata is written.
+	woken := s.Updated()
+	r = apply(t, s, store.Batch{Puts: []*resource.Variant{Cluster("c", "", "1")}, Meta: map[string][]byte{"a": []byte("a2")}})
+	if r.Changed() || r.Rev != 1 || s.Rev() != 1 || metaOf(t, s, "a", "b") != "a=a2 b=b1" {
+		t.Fatalf("metadata-only batch: %+v rev %d, %s", r, s.Rev(), metaOf(t, s, "a", "b"))
+	}
+	// Rewriting equal metadata changes nothing either.
+	apply(t, s, store.Batch{Meta: map[string][]byte{"a": []byte("a2")}})
+	// nil and empty values delete; deleting an unset key is no error.
+	r = apply(t, s, store.Batch{Meta: map[string][]byte{"a": nil, "b": {}, "never": nil}})
+	if r.Changed() || metaOf(t, s, "a", "b", "never") != "a=<nil> b=<nil> never=<nil>" {
+		t.Fatalf("deleting metadata: %+v, %s", r, metaOf(t, s, "a", "b", "never"))
+	}
+	select {
+	case <-woken:
+		t.Fatal("a metadata-only batch woke watchers")
+	default:
+	}
+	if cs, err := s.Changes(ctx, 1); err != nil || !cs.Empty() || cs.Rev != 1 {
+		t.Fatalf("changes after metadata-only batches: %+v %v", cs, err)
+	}
+
+	// With a resource change, both land in the same revision.
+	r = apply(t, s, store.Batch{Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "c", All: true}}, Meta: map[string][]byte{"a": []byte("a3")}})
+	if r.Rev != 2 || len(r.Deletes) != 1 || metaOf(t, s, "a") != "a=a3" || len(state(t, s)) != 0 {
+		t.Fatalf("delete with metadata: %+v, %s", r, metaOf(t, s, "a"))
+	}
+	select {
+	case <-woken:
+	default:
+		t.Fatal("a batch with a resource change did not wake watchers")
 	}
 }
 
@@ -304,6 +395,9 @@ func testClosed(t *testing.T, s store.Store) {
 	}
 	if _, err := s.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{Cluster("a", "", "")}}); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("apply after close: %v", err)
+	}
+	if _, err := s.Meta(context.Background(), "a"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Meta after close: %v", err)
 	}
 }
 
