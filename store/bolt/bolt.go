@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -144,6 +145,7 @@ const (
 	fConstraints = 3
 	fBody        = 4
 	fDoNotCache  = 5
+	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
 )
 
 func encodeRecord(v *resource.Variant) ([]byte, error) {
@@ -164,6 +166,10 @@ func encodeRecord(v *resource.Variant) ([]byte, error) {
 		b = protowire.AppendTag(b, fDoNotCache, protowire.BytesType)
 		b = protowire.AppendBytes(b, []byte{1})
 	}
+	if v.TTL > 0 {
+		b = protowire.AppendTag(b, fTTL, protowire.BytesType)
+		b = protowire.AppendBytes(b, protowire.AppendVarint(nil, uint64(v.TTL)))
+	}
 	b = protowire.AppendTag(b, fBody, protowire.BytesType)
 	return protowire.AppendBytes(b, v.Body()), nil
 }
@@ -174,6 +180,7 @@ func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 		cons                constraint.Constraints
 		body                []byte
 		dnc                 bool
+		ttl                 time.Duration
 	)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -205,10 +212,17 @@ func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 			body = val
 		case fDoNotCache:
 			dnc = len(val) == 1 && val[0] == 1
+		case fTTL:
+			d, n := protowire.ConsumeVarint(val)
+			if n != len(val) || d > math.MaxInt64 {
+				return nil, fmt.Errorf("corrupt TTL in the record for %s", k)
+			}
+			ttl = time.Duration(d)
 		}
 	}
 	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body)
 	v.DoNotCache = dnc
+	v.TTL = ttl
 	return v, nil
 }
 

@@ -51,10 +51,13 @@ func TestReopenLosesNothing(t *testing.T) {
 	s := open(t, path)
 	ctx := context.Background()
 	for i := range 5 {
+		c := storetest.Cluster(fmt.Sprintf("c%d", i), "", "x")
+		c.TTL = time.Duration(i+1) * time.Second // TTLs and do_not_cache are stored too
+		c.DoNotCache = i%2 == 0
 		b := store.Batch{Puts: []*resource.Variant{
 			storetest.Route("r", "env=prod", strconv.Itoa(i)),
 			storetest.Route("r", "env=test", "t"),
-			storetest.Cluster(fmt.Sprintf("c%d", i), "", "x"),
+			c,
 		}, Meta: map[string][]byte{"last": []byte(strconv.Itoa(i)), fmt.Sprintf("k%d", i): []byte("x")}}
 		if _, err := s.Apply(ctx, b); err != nil {
 			t.Fatal(err)
@@ -90,9 +93,18 @@ func TestReopenLosesNothing(t *testing.T) {
 	}
 	for i := range before.Puts {
 		b, a := before.Puts[i], after.Puts[i]
-		if a.Key() != b.Key() || a.Version != b.Version || string(a.Body()) != string(b.Body()) || !a.Constraints.Equal(b.Constraints) {
+		if a.Key() != b.Key() || a.Version != b.Version || !a.SameContent(b) {
 			t.Errorf("variant %d: %v@%s became %v@%s", i, b.Key(), b.Version, a.Key(), a.Version)
 		}
+	}
+	ttls := 0
+	for _, v := range after.Puts {
+		if v.TTL > 0 {
+			ttls++
+		}
+	}
+	if ttls != 5 {
+		t.Errorf("%d variants kept their TTL, want 5", ttls)
 	}
 	// History survives too: a watcher resumes from revision 3.
 	cs, err := s.Changes(ctx, 3)
