@@ -2,12 +2,15 @@ package protocol_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -323,4 +326,41 @@ func TestDelta_2_7_TTLAndHeartbeats(t *testing.T) {
 		}
 		break
 	}
+}
+
+// PROTOCOL.md §2.9 with TP2: variants of one resource applied together
+// share a revision, and initial_resource_versions holds one version per
+// name, so a version must say which variant the client holds. A client that
+// held one variant and reconnects asking for another gets it; a variant
+// deleted while it was away is removed.
+func TestDelta_2_9_ReconnectWithVariants(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
+	c := h.delta(nil)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+	r := c.Recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [env=prod]")
+	held := map[string]string{"r": r.Resources[0].Version}
+
+	// Reconnecting with what it holds, for the same parameters: nothing.
+	d := h.delta(nil)
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, InitialResourceVersions: held,
+		ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+	d.Barrier(h.putSecret)
+	// Holding prod and asking for test (the same version number), it gets
+	// test.
+	e := h.delta(nil)
+	e.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, InitialResourceVersions: held,
+		ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "test")}})
+	if r := e.Recv(); len(r.Resources) != 1 || !strings.Contains(protocoltest.Describe(r), "r [env=test]") || r.Resources[0].Resource == nil {
+		t.Fatalf("holding prod, asking for test: %s", protocoltest.Describe(r))
+	}
+
+	// A variant deleted while the client was away, its sibling kept: the
+	// client is told, by the variant its parameters select.
+	h.update(db.Update{Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: "env=prod"}}})
+	f := h.delta(nil)
+	f.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, InitialResourceVersions: held,
+		ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+	expect(t, f.Recv(), "route.v3.RouteConfiguration: -r")
 }

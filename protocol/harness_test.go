@@ -14,6 +14,7 @@ import (
 	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/store"
 )
 
 const wait = 10 * time.Second
@@ -55,12 +56,13 @@ func docs(t *testing.T, src string) []*resource.Variant {
 
 var rev int64
 
-// put stores variants in one update, each versioned by the update.
+// put stores variants in one update, each versioned by the update as a
+// store would.
 func (h *harness) put(vs ...*resource.Variant) {
 	rev++
 	stamped := make([]*resource.Variant, len(vs))
 	for i, v := range vs {
-		stamped[i] = v.WithVersion(fmt.Sprint(rev))
+		stamped[i] = v.WithVersion(store.Version(rev, v.Constraints.Key()))
 	}
 	h.db.Update(db.Update{Rev: rev, Puts: stamped})
 }
@@ -69,7 +71,7 @@ func (h *harness) update(u db.Update) {
 	rev++
 	u.Rev = rev
 	for i, v := range u.Puts {
-		u.Puts[i] = v.WithVersion(fmt.Sprint(rev))
+		u.Puts[i] = v.WithVersion(store.Version(rev, v.Constraints.Key()))
 	}
 	h.db.Update(u)
 }

@@ -14,10 +14,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/relay"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server/servertest"
+	"github.com/xdsd/xdsd/store"
 )
 
 // relayUnderTest is a relay on loopback, and a client connection to it.
@@ -221,7 +223,7 @@ func TestChainOfRelays(t *testing.T) {
 	if got := protocoltest.Describe(r); got != "route.v3.RouteConfiguration: r [env=test]" {
 		t.Fatalf("through two relays: %s", got)
 	}
-	if r.Resources[0].Version != "1" {
+	if r.Resources[0].Version != store.Version(1, constraint.MustParse("env=test").Key()) {
 		t.Errorf("version changed along the chain: %s", r.Resources[0].Version)
 	}
 	o.Apply(routeVariant("env=prod", "prod2") + "---\n" + routeVariant("env=test", "test2"))

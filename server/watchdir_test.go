@@ -73,7 +73,7 @@ func TestDirWatcher(t *testing.T) {
 		t.Fatalf("sync after edit: %v %v", applied, err)
 	}
 	got := names(t, st)
-	if got["a "] != "3" || got["b "] != "" || got["from-api "] != "2" || got["r env=prod"] != "1" || got["r env=test"] != "" || len(got) != 3 {
+	if got["a "] != "3" || got["b "] != "" || got["from-api "] != "2" || got["r env=prod"] != store.Version(1, "env=prod") || got["r env=test"] != "" || len(got) != 3 {
 		t.Fatalf("after edit: %v", got)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,8 +101,24 @@ func (c ChangeSet) Empty() bool { return !c.Reset && len(c.Puts) == 0 && len(c.D
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("store: closed")
 
-// Version formats a revision as a variant version.
-func Version(rev int64) string { return strconv.FormatInt(rev, 10) }
+// Version formats the version of a variant changed at revision rev: the
+// revision itself for an unconstrained variant, and the revision with a
+// short hash of the constraints for a TP2 variant ("7-1f0c9a2e"). Variants
+// of one resource changed in one batch share the revision, so the hash is
+// what lets a version name one of them: a reconnecting delta client lists
+// a single version per name in initial_resource_versions (PROTOCOL.md
+// §2.9), and the server must tell which variant the client holds. The
+// version is a function of the revision and constraints only, so replicas
+// sharing a store agree on it.
+func Version(rev int64, constraintsKey string) string {
+	v := strconv.FormatInt(rev, 10)
+	if constraintsKey == "" {
+		return v
+	}
+	h := fnv.New32a()
+	h.Write([]byte(constraintsKey))
+	return fmt.Sprintf("%s-%08x", v, h.Sum32())
+}
 
 // Watcher follows a store's changes from a revision. It never queues:
 // each Next returns everything since the previous one, coalesced, so a slow
@@ -260,7 +277,7 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 				continue
 			}
 			delete(oldBy, ck)
-			nv := v.WithVersion(Version(rev))
+			nv := v.WithVersion(Version(rev, ck))
 			next = append(next, nv)
 			p.Puts = append(p.Puts, nv)
 		}

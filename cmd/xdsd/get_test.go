@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/store"
 )
 
 func TestGet(t *testing.T) {
@@ -26,7 +28,12 @@ func TestGet(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 2 {
 			t.Fatalf("%s: %v\n%s", delta, err, out)
 		}
-		if rs[0].Name != "tp2" || rs[0].Constraints != "env=prod && version!=v1" || rs[0].Version != "1" || rs[1].Name != "quickstart" || rs[1].Constraints != "" {
+		// Delta carries each variant's version; SotW only the response's.
+		want := store.Version(1, constraint.MustParse("env=prod && version!=v1").Key())
+		if delta == "--delta=false" {
+			want = "1"
+		}
+		if rs[0].Name != "tp2" || rs[0].Constraints != "env=prod && version!=v1" || rs[0].Version != want || rs[1].Name != "quickstart" || rs[1].Constraints != "" {
 			t.Errorf("%s: %+v", delta, rs)
 		}
 	}

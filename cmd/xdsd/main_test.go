@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/admin"
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
+	"github.com/xdsd/xdsd/store"
 	"github.com/xdsd/xdsd/store/bolt"
 )
 
@@ -179,7 +181,7 @@ func TestServeApplyDelete(t *testing.T) {
 		t.Fatalf("re-apply: exit %d %s", code, out)
 	}
 	l := listResources(t, adm, "?type=rds&name=tp2")
-	if len(l.Resources) != 4 || l.Resources[0].Constraints == "" || l.Resources[0].Version != "1" {
+	if len(l.Resources) != 4 || l.Resources[0].Constraints == "" || l.Resources[0].Version != store.Version(1, constraint.MustParse(l.Resources[0].Constraints).Key()) {
 		t.Fatalf("resources: %+v", l)
 	}
 
