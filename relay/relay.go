@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -114,14 +115,28 @@ func (u *upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upConnDesc
 }
 
+// Collect reports one series per upstream, named by its server list. Two
+// upstream streams with the same servers (authorities configured alike
+// but for their features or transport) are summed (subscriptions) or
+// merged (connected), so that no series is reported twice, which would
+// fail the whole scrape.
 func (u *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	subs := map[string]int{}
+	conn := map[[2]string]bool{}
 	for _, up := range u.c.Upstreams() {
-		name := up.Servers[0]
-		ch <- prometheus.MustNewConstMetric(upSubsDesc, prometheus.GaugeValue, float64(up.Subscriptions), name)
-		connected := 0.0
-		if up.Connected != "" {
-			connected = 1
+		name := strings.Join(up.Servers, ",")
+		subs[name] += up.Subscriptions
+		k := [2]string{name, up.Connected}
+		conn[k] = conn[k] || up.Connected != ""
+	}
+	for name, n := range subs {
+		ch <- prometheus.MustNewConstMetric(upSubsDesc, prometheus.GaugeValue, float64(n), name)
+	}
+	for k, up := range conn {
+		v := 0.0
+		if up {
+			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(upConnDesc, prometheus.GaugeValue, connected, name, up.Connected)
+		ch <- prometheus.MustNewConstMetric(upConnDesc, prometheus.GaugeValue, v, k[0], k[1])
 	}
 }

@@ -276,3 +276,49 @@ func TestDoNotCache(t *testing.T) {
 		})
 	}
 }
+
+// A relay federating two authorities (here on one origin, configured with
+// different server features, so on two upstream streams) serves both, and
+// its metrics report each upstream once: two series with the same labels
+// would fail every scrape.
+func TestFederatedUpstreamsAndTheirMetrics(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(clusterDoc("c", "1") + "---\n" + clusterDoc("xdstp://a/envoy.config.cluster.v3.Cluster/c", "1"))
+	js := fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"node":{"id":"relay"},
+	"authorities":{"a":{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}],"server_features":["ignore_resource_deletion"]}]}}}`, o.Addr, o.Addr)
+	b, err := client.ParseBootstrap([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := relay.New(b, relay.Options{Logger: servertest.Quiet, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	_, conn := protocoltest.Serve(t, r.Register)
+	d := protocoltest.NewDelta(t, conn, nil)
+	d.Sub(resource.ClusterURL, "c", "xdstp://a/envoy.config.cluster.v3.Cluster/c")
+	got := map[string]bool{}
+	for len(got) < 2 {
+		r := d.Recv()
+		for _, res := range r.Resources {
+			got[res.Name] = true
+		}
+		d.Ack(r)
+	}
+	if n := len(r.Upstreams()); n != 2 {
+		t.Fatalf("%d upstream streams, want 2 (one per authority's server list and features)", n)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "xdsd_relay_upstream_subscriptions" {
+			if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetGauge().GetValue() != 2 {
+				t.Errorf("upstream subscriptions: %v", mf.GetMetric())
+			}
+		}
+	}
+}
