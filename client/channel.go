@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -45,13 +46,11 @@ type upType struct {
 	requested      bool
 	toSub, toUnsub map[subKey]*upSub
 	// bounce (SotW) holds subscriptions to fetch again: a request without
-	// them, then one with them, makes the server send them anew. Until they
-	// come back, bouncing keeps a full-state response that leaves them out
-	// from deleting them.
+	// them, then one with them, makes the server send them anew.
 	bounce    map[subKey]bool
-	bouncing  map[string]bool
-	graceResp int // responses the bouncing protection still covers
 	forceSend bool
+	// sent tracks this stream's SotW requests, for full-state responses.
+	sent sentRequests
 
 	// SotW: the last accepted version and the last received nonce (§1.1,
 	// §1.4: kept across reconnects); delta: the nonce to acknowledge.
@@ -66,6 +65,115 @@ type upType struct {
 	held map[string]map[string]string
 	// declare: the held versions came from the server now streaming.
 	declare bool
+	// refresh: names a stream must answer anew, so a reconnecting one does
+	// not declare them held (counted: an #alt= watcher on its fallback
+	// waits for the primary's word, PROTOCOL.md §2.9); fresh: those the
+	// current stream has answered for (its server has said what they are,
+	// or that they do not exist).
+	fresh   map[string]bool
+	refresh map[string]int
+}
+
+// sentRequests tracks which subscriptions a stream's SotW requests of one
+// type named, so that a full-state response deletes only what the request
+// it answers named (PROTOCOL.md §1.7). The server answers the latest
+// request it has (§1.8), but a response may cross newer requests on the
+// wire: it answers one of the requests from floor to n, the ones sent
+// before it arrived. A response holding a name answers a request naming
+// it, which raises floor.
+type sentRequests struct {
+	n     int            // requests sent
+	floor int            // the earliest request the latest response may answer
+	since map[subKey]int // what the latest request names → the request it has been named since
+	left  []span         // what requests from floor on named, and the latest does not
+}
+
+// span: requests from..to-1 named k.
+type span struct {
+	k        subKey
+	from, to int
+}
+
+// record notes a request naming keys.
+func (r *sentRequests) record(keys map[subKey]bool) {
+	r.n++
+	if r.since == nil {
+		r.since = map[subKey]int{}
+	}
+	for k, from := range r.since {
+		if !keys[k] {
+			r.left = append(r.left, span{k, from, r.n})
+			delete(r.since, k)
+		}
+	}
+	for k := range keys {
+		if _, ok := r.since[k]; !ok {
+			r.since[k] = r.n
+		}
+	}
+}
+
+// answered narrows the requests a response may answer by the resources
+// it holds: each was named by the request answered (or the wildcard was),
+// so that request is no earlier than the first one from floor naming it.
+func (r *sentRequests) answered(puts []*resource.Variant) {
+	r.floor = max(r.floor, 1)
+	earliest := map[string]int{}
+	note := func(name string, from int) {
+		from = max(from, r.floor)
+		if e, ok := earliest[name]; !ok || from < e {
+			earliest[name] = from
+		}
+	}
+	for k, from := range r.since {
+		note(k.name, from)
+	}
+	for _, s := range r.left {
+		if s.to > r.floor {
+			note(s.k.name, s.from)
+		}
+	}
+	wild, wildOK := earliest[db.Wildcard]
+	floor := r.floor
+	for _, v := range puts {
+		e, ok := earliest[v.Name]
+		if wildOK && (!ok || wild < e) {
+			e, ok = wild, true
+		}
+		if ok {
+			// (A name no request from floor on named was sent unasked.)
+			floor = max(floor, e)
+		}
+	}
+	r.floor = floor
+	// A name the response holds that requests from floor on left out and
+	// named again (a refetch, an unsubscribe and subscribe) is taken as
+	// named throughout: were the response an answer to a request from
+	// before the gap, it crossed the requests of the gap, which a server
+	// then ignores for their stale nonce (§1.8), so no answer to them
+	// comes. Otherwise nothing would prove again that the name is named.
+	present := make(map[string]bool, len(puts))
+	for _, v := range puts {
+		present[v.Name] = true
+	}
+	keep := r.left[:0]
+	for _, s := range r.left {
+		if from, ok := r.since[s.k]; ok && present[s.k.name] {
+			r.since[s.k] = min(from, s.from)
+			continue
+		}
+		if s.to > r.floor {
+			keep = append(keep, s)
+		}
+	}
+	r.left = keep
+}
+
+// named reports whether every request the latest response may answer
+// named k.
+func (r *sentRequests) named(k subKey) bool {
+	from, ok := r.since[k]
+	return ok && r.floor > 0 && from <= r.floor
 }
 
 type pendingAck struct {
@@ -74,8 +182,8 @@ type pendingAck struct {
 }
 
 // channel is one ADS stream to one of an authority's servers (in order,
-// falling back to the next when one cannot be reached and returning to the
-// first when it is back).
+// falling back to the next when one fails and returning to the first when
+// it is back).
 type channel struct {
 	c       *Client
 	key     string
@@ -88,22 +196,41 @@ type channel struct {
 
 	mu        sync.Mutex
 	types     map[string]*upType
-	connected int // index of the server streaming, -1 when none
+	connected int // index of the server with a stream open, -1 when none
+	gen       int // counts streams, so a late word from an old one is told apart
+	// healthy: the open stream has proved itself — a response came, or it
+	// stayed open for streamProven. Only a healthy stream resets backoff
+	// (a server may accept a stream and fail it at once, for ever).
+	healthy bool
 	// versionsFrom is the server the held versions came from. Versions mean
 	// something only to the server that made them (they are its store's
 	// revisions), so they are declared on reconnection only to it.
 	versionsFrom int
 	lastErr      error
-	downSince    time.Time
+	downSince    time.Time // when the last healthy stream ended (or the channel was made)
+	retry        []retryState
 	received     int64 // resources received, for tests and metrics
 	responses    int64
 	nackCount    int64
 	switchBack   chan struct{} // closed to end a fallback session when the primary is back
 }
 
+// retryState is one server's backoff: failures in a row (streams that
+// ended, or never started, before proving healthy) and when it may be
+// tried again.
+type retryState struct {
+	fails  int
+	at     time.Time
+	logged string // the failure last logged, so a server failing the same way is logged once
+}
+
+// streamProven is how long a stream must stay open without a response to
+// count as healthy: a SotW server may have nothing to send.
+const streamProven = time.Second
+
 func newChannel(c *Client, key string, servers []ServerConfig) (*channel, error) {
 	ch := &channel{c: c, key: key, servers: servers, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		types: map[string]*upType{}, connected: -1, versionsFrom: -1, downSince: time.Now()}
+		types: map[string]*upType{}, connected: -1, versionsFrom: -1, downSince: time.Now(), retry: make([]retryState, len(servers))}
 	for _, s := range servers {
 		creds, err := s.TransportCredentials()
 		if err != nil {
@@ -190,12 +317,16 @@ func (ch *channel) lookup(typeURL, name, pkey string) (t *upType, k subKey, s *u
 	return t, k, s
 }
 
-// unsubscribe removes an upstream subscription.
+// unsubscribe removes an upstream subscription. What no remaining
+// subscription covers is no longer held — for a glob or the wildcard, its
+// members too — so that a reconnecting stream does not declare versions of
+// what the cache evicted (PROTOCOL.md §2.9), and the client forgets what it
+// knew of them.
 func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	t, k, s := ch.lookup(typeURL, name, pkey)
 	if s == nil {
+		ch.mu.Unlock()
 		return
 	}
 	delete(t.subs, k)
@@ -204,19 +335,44 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 		t.toUnsub = map[subKey]*upSub{}
 	}
 	t.toUnsub[k] = s
-	if !ch.stillWanted(t, name) {
+	wants := t.wanted()
+	collection := isCollection(name)
+	if collection {
+		for n := range t.held {
+			if !wants(n) {
+				delete(t.held, n)
+			}
+		}
+	} else if !wants(name) {
 		delete(t.held, name)
 	}
 	ch.signal()
+	ch.mu.Unlock()
+	if collection && !wants(name) {
+		ch.c.forgetMembers(ch, typeURL, name)
+	}
 }
 
-func (ch *channel) stillWanted(t *upType, name string) bool {
+// isCollection reports whether a subscription is to many resources: the
+// wildcard or a glob.
+func isCollection(n string) bool {
+	return n == db.Wildcard || strings.HasSuffix(strings.SplitN(n, "?", 2)[0], "/*")
+}
+
+// wanted returns whether a name is still subscribed: by name, by the
+// wildcard, or by a glob it is an immediate child of. ch.mu is held.
+func (t *upType) wanted() func(n string) bool {
+	names := make(map[string]bool, len(t.subs))
 	for k := range t.subs {
-		if k.name == name {
+		names[k.name] = true
+	}
+	return func(n string) bool {
+		if names[n] || names[db.Wildcard] {
 			return true
 		}
+		g, ok := db.InGlob(n)
+		return ok && names[g]
 	}
-	return false
 }
 
 // refetch asks the server to send a subscribed resource again (a relay
@@ -251,57 +407,116 @@ func (ch *channel) isConnected() bool {
 	return ch.connected >= 0
 }
 
-// run keeps a stream up: it tries the servers in order, reconnects with
-// exponential backoff and jitter, and while on a fallback server watches
-// for the first one to come back.
+// run keeps a stream up: it tries the servers in order of preference,
+// skipping those backing off; a server whose stream fails before proving
+// healthy backs off exponentially, with jitter, and the next one is tried
+// meanwhile; while on a fallback server it watches for the first to come
+// back. (grpc-go's xDS client resets backoff on the first response too.)
 func (ch *channel) run(ctx context.Context) {
 	defer close(ch.done)
-	backoff := ch.c.o.BackoffBase
 	for ctx.Err() == nil {
-		got := false
-		var err error
-		for i := range ch.servers {
-			var ok bool
-			ok, err = ch.session(ctx, i)
-			got = got || ok
-			if ctx.Err() != nil {
+		i, wait := ch.next()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
 				return
+			case <-t.C:
 			}
-			if ok {
-				break // it streamed; start over from the primary
-			}
-		}
-		ch.setDown(err)
-		if got {
-			backoff = ch.c.o.BackoffBase
 			continue
 		}
-		d := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		healthy, err := ch.session(ctx, i)
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
-		backoff = min(time.Duration(float64(backoff)*1.6), ch.c.o.BackoffMax)
+		ch.ended(i, healthy, err)
 	}
 }
 
-func (ch *channel) setDown(err error) {
+// next picks the server to try: the first not backing off, or (wait > 0)
+// how long until one is.
+func (ch *channel) next() (i int, wait time.Duration) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	now := time.Now()
+	wait = -1
+	for i, r := range ch.retry {
+		d := r.at.Sub(now)
+		if d <= 0 {
+			return i, 0
+		}
+		if wait < 0 || d < wait {
+			wait = d
+		}
+	}
+	return 0, wait
+}
+
+// backoff is how long a server that failed n times in a row waits:
+// exponential from BackoffBase up to BackoffMax, with ±20% jitter.
+func (ch *channel) backoff(n int) time.Duration {
+	d := float64(ch.c.o.BackoffBase)
+	for range n - 1 {
+		d *= 1.6
+		if d >= float64(ch.c.o.BackoffMax) {
+			d = float64(ch.c.o.BackoffMax)
+			break
+		}
+	}
+	return time.Duration(d * (0.8 + 0.4*rand.Float64()))
+}
+
+// ended records how a session with server i ended: a healthy one may be
+// resumed at once, a failed one backs off. It logs the failure, once per
+// kind of failure of a server, and every loss of a healthy stream.
+func (ch *channel) ended(i int, healthy bool, err error) {
+	now := time.Now()
 	ch.mu.Lock()
 	was := ch.connected
-	ch.connected = -1
+	ch.connected, ch.healthy = -1, false
 	if err != nil {
 		ch.lastErr = err
 	}
-	if was >= 0 {
-		ch.downSince = time.Now()
+	r := &ch.retry[i]
+	var log string
+	if healthy {
+		r.fails, r.at, r.logged = 0, time.Time{}, ""
+		ch.downSince = now
+		if err != nil {
+			log = "lost"
+		}
+	} else {
+		r.fails++
+		r.at = now.Add(ch.backoff(r.fails))
+		if msg := fmt.Sprint(err); msg != r.logged {
+			r.logged, log = msg, "failed"
+		}
 	}
+	retryIn := time.Until(r.at).Round(time.Millisecond)
 	ch.mu.Unlock()
+	switch log {
+	case "lost":
+		ch.c.o.Logger.Warn("xDS stream lost", "server", ch.servers[i].URI, "error", err)
+	case "failed":
+		ch.c.o.Logger.Warn("xDS server unusable", "server", ch.servers[i].URI, "error", err, "retry_in", retryIn)
+	}
 	if was >= 0 {
 		ch.c.channelState(ch, false)
 	}
+}
+
+// markHealthy records that the open stream to server i has proved itself.
+func (ch *channel) markHealthy(i int) {
+	ch.mu.Lock()
+	if ch.connected != i || ch.healthy {
+		ch.mu.Unlock()
+		return
+	}
+	ch.healthy = true
+	ch.retry[i] = retryState{}
+	ch.mu.Unlock()
+	ch.c.o.Logger.Info("xDS stream up", "server", ch.servers[i].URI)
 }
 
 // stream is what session needs of a SotW or delta ADS stream.
@@ -328,9 +543,9 @@ func (s deltaStream) send(m proto.Message) error {
 }
 func (s deltaStream) recv() (proto.Message, error) { return s.s.Recv() }
 
-// session runs one stream to server i until it fails. ok reports whether
-// the stream was established (so backoff can reset).
-func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
+// session runs one stream to server i until it fails. healthy reports
+// whether the stream proved itself before it ended (so backoff can reset).
+func (ch *channel) session(ctx context.Context, i int) (healthy bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := ch.servers[i]
@@ -349,17 +564,20 @@ func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
 		}
 		st = sotwStream{s}
 	}
-	// Stream creation succeeds before the server answers; the first
-	// receive or a failed send tells whether it is really up. Treat it as
-	// up now and let the first error say otherwise.
+	// Stream creation succeeds before the server answers: the stream is
+	// open (does-not-exist timers run), but healthy only once it answers
+	// or stays open for streamProven.
 	ch.mu.Lock()
-	ch.connected = i
+	ch.connected, ch.healthy = i, false
+	ch.gen++
 	sameServer := ch.versionsFrom == i
 	ch.versionsFrom = i
 	for _, t := range ch.types {
 		t.requested = false
 		t.toSub, t.toUnsub = nil, nil
 		t.ack = nil
+		t.sent = sentRequests{}
+		t.fresh = nil
 		// A nonce belongs to one stream (§1.1); a version to one server
 		// (§1.4: the first request after a reconnect carries the last
 		// version seen — from that server).
@@ -378,23 +596,39 @@ func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
 	}
 
 	recvErr := make(chan error, 1)
-	go func() { recvErr <- ch.recvLoop(st, srv) }()
+	go func() { recvErr <- ch.recvLoop(st, i) }()
+	proven := time.NewTimer(streamProven)
+	defer proven.Stop()
+	wasHealthy := func() bool {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		return ch.connected == i && ch.healthy
+	}
 	ch.signal()
 	for {
 		for _, req := range ch.requests(srv) {
 			if err := st.send(req); err != nil {
-				cancel()
-				<-recvErr
-				return true, fmt.Errorf("%s: %w", srv.URI, err)
+				if errors.Is(err, io.EOF) {
+					// The stream has ended: a receive tells how.
+					if rerr := <-recvErr; rerr != nil {
+						err = rerr
+					}
+				} else {
+					cancel()
+					<-recvErr
+				}
+				return wasHealthy(), fmt.Errorf("%s: %w", srv.URI, err)
 			}
 		}
 		select {
 		case <-ch.wake:
+		case <-proven.C:
+			ch.markHealthy(i)
 		case err := <-recvErr:
 			if err != nil && !errors.Is(err, context.Canceled) {
-				return true, fmt.Errorf("%s: %w", srv.URI, err)
+				return wasHealthy(), fmt.Errorf("%s: %w", srv.URI, err)
 			}
-			return true, err
+			return wasHealthy(), err
 		case <-back:
 			cancel()
 			<-recvErr
@@ -402,7 +636,7 @@ func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
 		case <-ctx.Done():
 			cancel()
 			<-recvErr
-			return true, ctx.Err()
+			return wasHealthy(), ctx.Err()
 		}
 	}
 }
@@ -412,6 +646,20 @@ func (ch *channel) session(ctx context.Context, i int) (ok bool, err error) {
 // connection at least every backoff interval: after a failure a gRPC
 // connection may go idle and wait to be asked.
 func (ch *channel) watchPrimary(ctx context.Context, back chan struct{}) {
+	// Not before the primary's backoff is over: it may accept connections
+	// and fail every stream.
+	ch.mu.Lock()
+	at := ch.retry[0].at
+	ch.mu.Unlock()
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 	conn := ch.conns[0]
 	interval := ch.c.o.BackoffBase
 	for {
@@ -431,11 +679,15 @@ func (ch *channel) watchPrimary(ctx context.Context, back chan struct{}) {
 	}
 }
 
-func (ch *channel) recvLoop(st adsStream, srv ServerConfig) error {
-	for {
+func (ch *channel) recvLoop(st adsStream, i int) error {
+	srv := ch.servers[i]
+	for first := true; ; first = false {
 		m, err := st.recv()
 		if err != nil {
 			return err
+		}
+		if first {
+			ch.markHealthy(i)
 		}
 		switch r := m.(type) {
 		case *discoveryv3.DiscoveryResponse:
@@ -538,23 +790,24 @@ func sortedSubs(m map[subKey]*upSub) []*upSub {
 // next request puts them back, and the server sends them (§1.6).
 func (ch *channel) sotwBounce(t *upType) *discoveryv3.DiscoveryRequest {
 	req := &discoveryv3.DiscoveryRequest{TypeUrl: t.url, VersionInfo: t.version, ResponseNonce: t.nonce}
+	named := map[subKey]bool{}
 	for _, s := range sortedSubs(t.subs) {
-		if t.bounce[subKey{s.name, s.pkey}] {
+		k := subKey{s.name, s.pkey}
+		if t.bounce[k] {
 			continue
 		}
+		named[k] = true
 		if s.tp2 {
 			req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
 		} else {
 			req.ResourceNames = append(req.ResourceNames, s.name)
 		}
 	}
-	if t.bouncing == nil {
-		t.bouncing = map[string]bool{}
+	// Until the server answers the next request, a full-state response may
+	// leave them out without deleting them (sentRequests).
+	if resource.ForURL(t.url).FullState {
+		t.sent.record(named)
 	}
-	for k := range t.bounce {
-		t.bouncing[k.name] = true
-	}
-	t.graceResp = 1 // the answer to this request; the next one has them back
 	t.bounce = nil
 	t.forceSend = true // the request that puts them back
 	return req
@@ -573,12 +826,17 @@ func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
 		return nil
 	}
 	req := &discoveryv3.DiscoveryRequest{TypeUrl: t.url, VersionInfo: t.version, ResponseNonce: t.nonce}
+	named := make(map[subKey]bool, len(t.subs))
 	for _, s := range sortedSubs(t.subs) {
+		named[subKey{s.name, s.pkey}] = true
 		if s.tp2 {
 			req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
 		} else {
 			req.ResourceNames = append(req.ResourceNames, s.name)
 		}
+	}
+	if resource.ForURL(t.url).FullState {
+		t.sent.record(named)
 	}
 	if t.ack != nil {
 		req.VersionInfo, req.ResponseNonce = t.ack.version, t.ack.nonce
@@ -612,6 +870,9 @@ func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
 		for n, vs := range t.held {
 			if !t.declare {
 				break
+			}
+			if t.refresh[n] > 0 {
+				continue
 			}
 			for _, v := range vs {
 				if req.InitialResourceVersions == nil {
@@ -682,10 +943,21 @@ func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig
 		t.ack = &pendingAck{version: t.version, nonce: r.Nonce, err: strings.Join(batch.errs, "; ")}
 		ch.nackCount++
 	}
+	if resource.ForURL(r.TypeUrl).FullState {
+		t.sent.answered(batch.puts)
+	}
 	up := ch.apply(t, batch, resource.ForURL(r.TypeUrl).FullState && !hasFeature(srv, "ignore_resource_deletion"))
 	ch.received += int64(len(batch.puts))
 	ch.mu.Unlock()
-	ch.c.applied(r.TypeUrl, up, batch)
+	ch.logNACK(srv, r.TypeUrl, r.VersionInfo, batch)
+	ch.c.applied(ch, r.TypeUrl, up, batch)
+}
+
+// logNACK logs a response rejected (in part), with the reasons.
+func (ch *channel) logNACK(srv ServerConfig, typeURL, version string, b *decoded) {
+	if len(b.errs) > 0 {
+		ch.c.o.Logger.Warn("xDS response rejected (NACK)", "server", srv.URI, "type", typeURL, "version", version, "reason", strings.Join(b.errs, "; "))
+	}
 }
 
 func hasFeature(s ServerConfig, f string) bool {
@@ -715,7 +987,8 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 	up := ch.apply(t, batch, false)
 	ch.received += int64(len(batch.puts))
 	ch.mu.Unlock()
-	ch.c.applied(r.TypeUrl, up, batch)
+	ch.logNACK(srv, r.TypeUrl, r.SystemVersionInfo, batch)
+	ch.c.applied(ch, r.TypeUrl, up, batch)
 }
 
 // apply records a decoded response as held and turns it into a db update.
@@ -735,17 +1008,14 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		t.held[v.Name][ck] = v.Version
 	}
 	u.Puts = b.puts
-	for n := range present {
-		delete(t.bouncing, n)
-	}
-	if t.graceResp > 0 {
-		t.graceResp--
-	} else {
-		t.bouncing = nil
-	}
 	if fullState && len(b.errs) == 0 {
+		// A full-state response is the whole truth about what the request
+		// it answers named (PROTOCOL.md §1.7): what it leaves out of that
+		// is deleted, or does not exist. A name subscribed since may be
+		// left out only because the server had not seen it yet.
+		all, named := t.namedByAnswered()
 		for n, cks := range t.held {
-			if t.bouncing[n] {
+			if !all && !named[n] {
 				continue
 			}
 			for ck := range cks {
@@ -754,11 +1024,9 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 				}
 			}
 		}
-		// A full-state response is the whole truth: a subscribed name it
-		// leaves out does not exist (PROTOCOL.md §1.7).
 		seen := map[string]bool{}
 		for k := range t.subs {
-			if k.name != db.Wildcard && present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] && !t.bouncing[k.name] {
+			if k.name != db.Wildcard && present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] && (all || named[k.name]) {
 				seen[k.name] = true
 				b.removed = append(b.removed, k.name)
 			}
@@ -782,7 +1050,82 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		delete(t.held, n)
 	}
 	u.Known = t.answered(b)
+	b.gen = ch.gen
+	for _, ns := range [][]string{b.removed, b.emptied, b.notFound} {
+		b.answered = append(b.answered, ns...)
+	}
+	for _, v := range b.puts {
+		b.answered = append(b.answered, v.Name)
+	}
+	for a := range b.aliases {
+		b.answered = append(b.answered, a)
+	}
 	return u
+}
+
+// answeredNow records what a response answered of the names in need of
+// a fresh word, once the cache holds it.
+func (ch *channel) answeredNow(typeURL string, d *decoded) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[typeURL]
+	if t == nil || d.gen != ch.gen || len(t.refresh) == 0 {
+		return
+	}
+	for _, n := range d.answered {
+		if t.refresh[n] > 0 {
+			if t.fresh == nil {
+				t.fresh = map[string]bool{}
+			}
+			t.fresh[n] = true
+		}
+	}
+}
+
+// hasAnswered reports whether the stream now up, a healthy one, has
+// answered for a name.
+func (ch *channel) hasAnswered(typeURL, n string) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[typeURL]
+	return ch.connected >= 0 && ch.healthy && t != nil && t.fresh[n]
+}
+
+// needFresh counts a need (add 1) or its end (add -1) for the server's
+// fresh word on a name: while needed, a reconnecting stream does not
+// declare the version held, so the server sends it again.
+func (ch *channel) needFresh(typeURL, n string, add int) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.typ(typeURL)
+	if t.refresh == nil {
+		t.refresh = map[string]int{}
+	}
+	if t.refresh[n] += add; t.refresh[n] <= 0 {
+		delete(t.refresh, n)
+	}
+}
+
+// namedByAnswered tells which names the request the latest SotW response
+// answers surely covered: all of them when the wildcard was in every
+// request it may answer, else those whose every subscription was.
+func (t *upType) namedByAnswered() (all bool, names map[string]bool) {
+	names = map[string]bool{}
+	not := map[string]bool{}
+	for k := range t.subs {
+		switch {
+		case !t.sent.named(k):
+			not[k.name] = true
+		case k.name == db.Wildcard:
+			all = true
+		default:
+			names[k.name] = true
+		}
+	}
+	for n := range not {
+		delete(names, n)
+	}
+	return all, names
 }
 
 // answered lists the subscriptions a response answered — with a variant

@@ -1,12 +1,16 @@
 package client
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
@@ -71,9 +75,12 @@ type Client struct {
 
 	dmu   sync.Mutex // guards dirty
 	dirty map[*watcher]struct{}
-	kick  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	// deliverG is the delivery goroutine's id: a cancel called from it (a
+	// handler cancelling a watch) must not wait for a delivery to end.
+	deliverG atomic.Uint64
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // resStatus is what the client knows of one resource beyond its contents.
@@ -282,6 +289,31 @@ func (c *Client) evict(i db.Interest, alias string) {
 	c.db.Update(u)
 }
 
+// forgetMembers drops what the client knew of a glob's or the wildcard's
+// members once nothing subscribes to it any more: a status with no
+// interest of its own (got, absent) would outlive the cache entry it
+// described, and keep a later watch of the member from its does-not-exist
+// timer. Members something else still subscribes to are kept.
+func (c *Client) forgetMembers(ch *channel, typeURL, coll string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch.mu.Lock()
+	wants := func(string) bool { return false }
+	if t := ch.types[typeURL]; t != nil {
+		wants = t.wanted()
+	}
+	ch.mu.Unlock()
+	for k, st := range c.status {
+		if k[0] != typeURL || st.interest > 0 || st.timer != nil || wants(k[1]) {
+			continue
+		}
+		if g, ok := db.InGlob(k[1]); coll != db.Wildcard && (!ok || g != coll) {
+			continue
+		}
+		delete(c.status, k)
+	}
+}
+
 // coveredLocked reports whether a remaining interest covers a resource.
 func (c *Client) coveredLocked(typeURL, n string) bool {
 	covers := func(name string) bool {
@@ -376,10 +408,13 @@ func (c *Client) channelState(ch *channel, up bool) {
 
 // applied is told what a channel stored from a response: it updates the db
 // and the resources' status, and wakes their watchers.
-func (c *Client) applied(typeURL string, u db.Update, d *decoded) {
+func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
 	if len(u.Puts)+len(u.Deletes)+len(u.Removes)+len(u.Known) > 0 {
 		c.db.Update(u)
 	}
+	// Only now that the cache has it: an #alt= watcher returns to the
+	// primary on this, and must not read what it replaced.
+	ch.answeredNow(typeURL, d)
 	var keys [][2]string
 	c.mu.Lock()
 	got := map[string]bool{}
@@ -460,6 +495,7 @@ func (c *Client) scheduleWatcher(w *watcher) {
 // never runs concurrently with another.
 func (c *Client) deliverLoop() {
 	defer close(c.done)
+	c.deliverG.Store(goroutineID())
 	for {
 		select {
 		case <-c.kick:
@@ -475,9 +511,26 @@ func (c *Client) deliverLoop() {
 		c.dmu.Unlock()
 		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 		for _, w := range ws {
+			// cancel waits on hmu for a delivery under way.
+			w.hmu.Lock()
 			w.deliver()
+			w.hmu.Unlock()
 		}
 	}
+}
+
+// goroutineID is the calling goroutine's id, read from its stack trace's
+// header ("goroutine 42 [running]:"). Go has no other way to tell a
+// handler cancelling a watch on the delivery goroutine (which must not wait
+// for itself) from any other goroutine (which must wait for the handler).
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i >= 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }
 
 func (c *Client) statusOf(k [2]string) resStatus {
@@ -494,7 +547,7 @@ type Stats struct {
 	Responses int64 // responses received
 	Resources int64 // resources received (and accepted)
 	NACKs     int64 // responses NACKed
-	Connected int   // channels with a stream up
+	Connected int   // channels with a healthy stream
 }
 
 // Stats reports the client's counters.
@@ -511,7 +564,7 @@ func (c *Client) Stats() Stats {
 		s.Responses += ch.responses
 		s.Resources += ch.received
 		s.NACKs += ch.nackCount
-		if ch.connected >= 0 {
+		if ch.connected >= 0 && ch.healthy {
 			s.Connected++
 		}
 		ch.mu.Unlock()
@@ -521,14 +574,22 @@ func (c *Client) Stats() Stats {
 
 // Upstream is one upstream stream as admin pages show it.
 type Upstream struct {
-	Servers       []string `json:"servers"`
-	Connected     string   `json:"connected,omitempty"` // the server streaming, if any
-	DownSince     string   `json:"down_since,omitempty"`
-	LastError     string   `json:"last_error,omitempty"`
-	Subscriptions int      `json:"subscriptions"`
-	Responses     int64    `json:"responses"`
-	Resources     int64    `json:"resources"`
-	NACKs         int64    `json:"nacks"`
+	Servers []string `json:"servers"`
+	// Connected is the server streaming, if any: its stream has answered,
+	// or stayed open a while.
+	Connected string `json:"connected,omitempty"`
+	// Connecting is the server a stream is open to that has not yet proved
+	// healthy (it may still fail at once, as a server that is not an xDS
+	// server does).
+	Connecting string `json:"connecting,omitempty"`
+	// DownSince is when the last healthy stream ended (or the client
+	// started), while none is.
+	DownSince     string `json:"down_since,omitempty"`
+	LastError     string `json:"last_error,omitempty"`
+	Subscriptions int    `json:"subscriptions"`
+	Responses     int64  `json:"responses"`
+	Resources     int64  `json:"resources"`
+	NACKs         int64  `json:"nacks"`
 }
 
 // Upstreams reports each upstream stream: its servers, which one it is
@@ -542,32 +603,52 @@ func (c *Client) Upstreams() []Upstream {
 	c.mu.Unlock()
 	out := make([]Upstream, 0, len(chans))
 	for _, ch := range chans {
-		u := Upstream{}
-		for _, s := range ch.servers {
-			u.Servers = append(u.Servers, s.URI)
-		}
-		ch.mu.Lock()
-		if ch.connected >= 0 {
-			u.Connected = ch.servers[ch.connected].URI
-		} else {
-			u.DownSince = ch.downSince.UTC().Format(time.RFC3339Nano)
-		}
-		if ch.lastErr != nil {
-			u.LastError = ch.lastErr.Error()
-		}
-		for _, t := range ch.types {
-			u.Subscriptions += len(t.subs)
-		}
-		u.Responses, u.Resources, u.NACKs = ch.responses, ch.received, ch.nackCount
-		ch.mu.Unlock()
-		out = append(out, u)
+		out = append(out, ch.upstream())
 	}
 	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i].Servers) < fmt.Sprint(out[j].Servers) })
 	return out
 }
 
-// authorityUp reports whether the channel for a name is connected, and
-// since when it has been down.
+// UpstreamFor reports the upstream stream serving a resource name: so a
+// caller waiting for the name can tell a server that was never reached
+// from a resource that does not exist.
+func (c *Client) UpstreamFor(n string) (Upstream, error) {
+	ch, err := c.route(n)
+	if err != nil {
+		return Upstream{}, err
+	}
+	return ch.upstream(), nil
+}
+
+func (ch *channel) upstream() Upstream {
+	u := Upstream{}
+	for _, s := range ch.servers {
+		u.Servers = append(u.Servers, s.URI)
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	switch {
+	case ch.connected >= 0 && ch.healthy:
+		u.Connected = ch.servers[ch.connected].URI
+	case ch.connected >= 0:
+		u.Connecting = ch.servers[ch.connected].URI
+		fallthrough
+	default:
+		u.DownSince = ch.downSince.UTC().Format(time.RFC3339Nano)
+	}
+	if ch.lastErr != nil {
+		u.LastError = ch.lastErr.Error()
+	}
+	for _, t := range ch.types {
+		u.Subscriptions += len(t.subs)
+	}
+	u.Responses, u.Resources, u.NACKs = ch.responses, ch.received, ch.nackCount
+	return u
+}
+
+// authorityUp reports whether the channel for a name has a healthy stream,
+// and since when it has not. (A server failing every stream at once is
+// down, however often its streams open.)
 func (c *Client) authorityUp(n string) (bool, time.Duration) {
 	ch, err := c.route(n)
 	if err != nil {
@@ -575,7 +656,7 @@ func (c *Client) authorityUp(n string) (bool, time.Duration) {
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.connected >= 0 {
+	if ch.connected >= 0 && ch.healthy {
 		return true, 0
 	}
 	return false, time.Since(ch.downSince)

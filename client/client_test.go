@@ -31,14 +31,14 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 			o.Apply(cluster("a", "one"))
 			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{})
 			r1 := newRecorder(t)
-			cancel1, err := c.Watch(resource.ClusterURL, "a", r1.handle)
+			cancel1, err := c.Watch(t.Context(), resource.ClusterURL, "a", r1.handle)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r1.expect(client.Updated, "a", `"one"`)
 			before := c.Stats()
 			r2 := newRecorder(t)
-			cancel2, err := c.Watch(resource.ClusterURL, "a", r2.handle)
+			cancel2, err := c.Watch(t.Context(), resource.ClusterURL, "a", r2.handle)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,8 +77,8 @@ func TestRemovalAndDoesNotExist(t *testing.T) {
 			o.Apply(cluster("a", "one"))
 			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 300 * time.Millisecond})
 			ra, rn := newRecorder(t), newRecorder(t)
-			c.Watch(resource.ClusterURL, "a", ra.handle)
-			c.Watch(resource.RouteURL, "no-such-route", rn.handle)
+			c.Watch(t.Context(), resource.ClusterURL, "a", ra.handle)
+			c.Watch(t.Context(), resource.RouteURL, "no-such-route", rn.handle)
 			ra.expect(client.Updated, "a", "one")
 			rn.expect(client.DoesNotExist, "no-such-route", "")
 			o.Remove("cds", "a")
@@ -104,7 +104,7 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 			}
 			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{Validate: reject})
 			r := newRecorder(t)
-			c.Watch(resource.ClusterURL, "a", r.handle)
+			c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
 			r.expect(client.Updated, "a", "good")
 			o.Apply(cluster("a", "bad"))
 			e := r.expect(client.Errored, "a", "alt_stat_name bad is not allowed here")
@@ -150,13 +150,13 @@ func TestDynamicParameters(t *testing.T) {
 				authorities: map[string][]string{"auth": nil}, authParams: map[string]map[string]string{"auth": {"zone": "b"}}}.build(t)
 			c := newClient(t, b, client.Options{})
 			r := newRecorder(t)
-			c.Watch(resource.ClusterURL, "r", r.handle)
+			c.Watch(t.Context(), resource.ClusterURL, "r", r.handle)
 			e := r.expect(client.Updated, "r", "legacy-test")
 			if e.Variant.Constraints.String() != "env=test" {
 				t.Errorf("variant constraints %q", e.Variant.Constraints)
 			}
 			rx := newRecorder(t)
-			c.Watch(resource.ClusterURL, x, rx.handle)
+			c.Watch(t.Context(), resource.ClusterURL, x, rx.handle)
 			rx.expect(client.Updated, x, "zone-b")
 			// The variant is deleted (removed_resource_names over delta, left
 			// out over SotW): the watcher is told it is gone.
@@ -173,7 +173,7 @@ func TestWatchTyped(t *testing.T) {
 	o.Apply(cluster("a", "typed"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	got := make(chan *clusterv3.Cluster, 1)
-	cancel, err := c.WatchCluster("a", func(e client.TypedEvent[*clusterv3.Cluster]) {
+	cancel, err := c.WatchCluster(t.Context(), "a", func(e client.TypedEvent[*clusterv3.Cluster]) {
 		if e.Kind == client.Updated {
 			got <- e.Resource
 		}

@@ -26,6 +26,9 @@ type decoded struct {
 	// VHDS: requested names the answer covers, and those not found.
 	aliases  map[string]string // alias → virtual host name
 	notFound []string
+	// answered: the names the response told something of, on stream gen.
+	answered []string
+	gen      int
 }
 
 func (d *decoded) reject(n, format string, args ...any) {

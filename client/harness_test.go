@@ -158,7 +158,7 @@ func barrier(t *testing.T, c *client.Client, o *servertest.Origin) {
 	n := fmt.Sprintf("barrier-%d", barriers)
 	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %s\n", n))
 	r := newRecorder(t)
-	cancel, err := c.Watch(resource.SecretURL, n, r.handle)
+	cancel, err := c.Watch(t.Context(), resource.SecretURL, n, r.handle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestServerRestartResync(t *testing.T) {
 	rs := map[string]*recorder{}
 	for _, n := range []string{"a", "b", "c"} {
 		rs[n] = newRecorder(t)
-		c.Watch(resource.ClusterURL, n, rs[n].handle)
+		c.Watch(t.Context(), resource.ClusterURL, n, rs[n].handle)
 		rs[n].expect(client.Updated, n, `"1"`)
 	}
 	before := c.Stats()
@@ -58,7 +58,7 @@ func TestServerFallbackAndReturn(t *testing.T) {
 	primaryAddr := freeAddr(t)
 	c := newClient(t, bs{servers: []string{primaryAddr, backup.Addr}}.build(t), client.Options{})
 	r := newRecorder(t)
-	c.Watch(resource.ClusterURL, "a", r.handle)
+	c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
 	r.expect(client.Updated, "a", "backup")
 	primary := servertest.New(t, primaryAddr)
 	primary.Apply(cluster("a", "primary"))
@@ -78,7 +78,7 @@ func TestAltFailoverAndReturn(t *testing.T) {
 	c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
 	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
 	r := newRecorder(t)
-	if _, err := c.Watch(resource.ClusterURL, primary+"#alt="+alt, r.handle); err != nil {
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle); err != nil {
 		t.Fatal(err)
 	}
 	e := r.expect(client.Updated, primary, "from-alt")
@@ -102,11 +102,11 @@ func TestFederation(t *testing.T) {
 	two.Apply(cluster(n2, "from-two"))
 	c := newClient(t, bs{servers: []string{freeAddr(t)}, authorities: map[string][]string{"one": {one.Addr}, "two": {two.Addr}}}.build(t), client.Options{})
 	r1, r2 := newRecorder(t), newRecorder(t)
-	c.Watch(resource.ClusterURL, n1, r1.handle)
-	c.Watch(resource.ClusterURL, n2, r2.handle)
+	c.Watch(t.Context(), resource.ClusterURL, n1, r1.handle)
+	c.Watch(t.Context(), resource.ClusterURL, n2, r2.handle)
 	r1.expect(client.Updated, n1, "from-one")
 	r2.expect(client.Updated, n2, "from-two")
-	if _, err := c.Watch(resource.ClusterURL, "xdstp://three/envoy.config.cluster.v3.Cluster/x", r1.handle); err == nil {
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, "xdstp://three/envoy.config.cluster.v3.Cluster/x", r1.handle); err == nil {
 		t.Error("a name in an authority the bootstrap lacks was accepted")
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -23,14 +24,15 @@ type TypedEvent[M proto.Message] struct {
 
 // WatchTyped watches a resource whose type is given by the message type M
 // (which must be a registered xDS resource type, e.g. *clusterv3.Cluster).
-// A resource that cannot be decoded as M is reported as Errored.
-func WatchTyped[M proto.Message](c *Client, n string, h func(TypedEvent[M])) (cancel func(), err error) {
+// A resource that cannot be decoded as M is reported as Errored. cancel,
+// or the end of ctx, stops it, as for Client.Watch.
+func WatchTyped[M proto.Message](ctx context.Context, c *Client, n string, h func(TypedEvent[M])) (cancel func(), err error) {
 	var zero M
 	t, err := resource.Lookup(string(zero.ProtoReflect().Descriptor().FullName()))
 	if err != nil {
 		return nil, err
 	}
-	return c.Watch(t.URL, n, func(e Event) {
+	return c.Watch(ctx, t.URL, n, func(e Event) {
 		te := TypedEvent[M]{Event: e}
 		if e.Variant != nil && !e.Variant.IsRedirect() {
 			m, err := e.Variant.Message()
@@ -49,33 +51,33 @@ func WatchTyped[M proto.Message](c *Client, n string, h func(TypedEvent[M])) (ca
 }
 
 // WatchListener watches a Listener (LDS).
-func (c *Client) WatchListener(n string, h func(TypedEvent[*listenerv3.Listener])) (func(), error) {
-	return WatchTyped(c, n, h)
+func (c *Client) WatchListener(ctx context.Context, n string, h func(TypedEvent[*listenerv3.Listener])) (func(), error) {
+	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchRouteConfig watches a RouteConfiguration (RDS).
-func (c *Client) WatchRouteConfig(n string, h func(TypedEvent[*routev3.RouteConfiguration])) (func(), error) {
-	return WatchTyped(c, n, h)
+func (c *Client) WatchRouteConfig(ctx context.Context, n string, h func(TypedEvent[*routev3.RouteConfiguration])) (func(), error) {
+	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchCluster watches a Cluster (CDS).
-func (c *Client) WatchCluster(n string, h func(TypedEvent[*clusterv3.Cluster])) (func(), error) {
-	return WatchTyped(c, n, h)
+func (c *Client) WatchCluster(ctx context.Context, n string, h func(TypedEvent[*clusterv3.Cluster])) (func(), error) {
+	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchEndpoints watches a ClusterLoadAssignment (EDS).
-func (c *Client) WatchEndpoints(n string, h func(TypedEvent[*endpointv3.ClusterLoadAssignment])) (func(), error) {
-	return WatchTyped(c, n, h)
+func (c *Client) WatchEndpoints(ctx context.Context, n string, h func(TypedEvent[*endpointv3.ClusterLoadAssignment])) (func(), error) {
+	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchSecret watches a Secret (SDS).
-func (c *Client) WatchSecret(n string, h func(TypedEvent[*tlsv3.Secret])) (func(), error) {
-	return WatchTyped(c, n, h)
+func (c *Client) WatchSecret(ctx context.Context, n string, h func(TypedEvent[*tlsv3.Secret])) (func(), error) {
+	return WatchTyped(ctx, c, n, h)
 }
 
 // VirtualHost watches the virtual host that serves host in a route
 // configuration, by on-demand VHDS (delta): the server resolves
 // "<routeConfig>/<host>" by domain; DoesNotExist when none matches.
-func (c *Client) VirtualHost(routeConfig, host string, h func(TypedEvent[*routev3.VirtualHost])) (func(), error) {
-	return WatchTyped(c, routeConfig+"/"+host, h)
+func (c *Client) VirtualHost(ctx context.Context, routeConfig, host string, h func(TypedEvent[*routev3.VirtualHost])) (func(), error) {
+	return WatchTyped(ctx, c, routeConfig+"/"+host, h)
 }

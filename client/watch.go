@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -98,6 +99,9 @@ type watcher struct {
 	sub    *db.Subscriber
 
 	cancelled atomic.Bool
+	// hmu is held while the watcher is delivered, so that cancel can wait
+	// for a handler under way.
+	hmu sync.Mutex
 
 	// subscribed is what the watcher holds in the db; follow and unfollow
 	// run on the delivery goroutine, cancel on any.
@@ -118,9 +122,17 @@ type watcher struct {
 // "<route config>/<host>", and may carry #alt= (fetched while the name's
 // authority is unreachable) and, on a list collection, #entry= (deliver that
 // inline entry). A watcher is told the cached value at once if there is
-// one. cancel stops the watch; the last watcher of a resource unsubscribes
-// it upstream.
-func (c *Client) Watch(typeURL, n string, h Handler) (cancel func(), err error) {
+// one.
+//
+// cancel, or the end of ctx, stops the watch; the last watcher of a
+// resource unsubscribes it upstream. Once cancel returns, h is not called
+// again: cancel waits for a call of h under way — unless it is called from
+// a handler, which may cancel its own watch or another. So do not call
+// cancel while holding a lock h takes.
+func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	w := &watcher{c: c, typ: typeURL, h: h, subscribed: map[string]bool{}}
 	w.sub = db.NewSubscriber(func() { c.scheduleWatcher(w) })
 	authority, legacy := "", true
@@ -138,6 +150,9 @@ func (c *Client) Watch(typeURL, n string, h Handler) (cancel func(), err error) 
 				return nil, fmt.Errorf("%s names a %s, not a %s", n, u.Type, resource.ForURL(typeURL).Name)
 			}
 			if u.Alt != nil {
+				if u.Alt.Type != u.Type {
+					return nil, fmt.Errorf("%s: its #alt= names a %s", n, u.Alt.Type)
+				}
 				w.alt = u.Alt.URN().String()
 			}
 			w.entry = u.Entry
@@ -159,6 +174,11 @@ func (c *Client) Watch(typeURL, n string, h Handler) (cancel func(), err error) 
 	if err != nil {
 		return nil, err
 	}
+	if w.alt != "" {
+		if _, err := c.route(w.alt); err != nil {
+			return nil, fmt.Errorf("%s: #alt=: %w", n, err)
+		}
+	}
 	if (w.kind == kindGlob || w.kind == kindVHDS) && !ch.servers[0].Delta() {
 		return nil, fmt.Errorf("%s: glob collections and on-demand VHDS need a delta server", n)
 	}
@@ -171,7 +191,11 @@ func (c *Client) Watch(typeURL, n string, h Handler) (cancel func(), err error) 
 		time.AfterFunc(c.o.AltTimeout+10*time.Millisecond, func() { c.scheduleWatcher(w) })
 	}
 	c.scheduleWatcher(w)
-	return w.cancel, nil
+	stop := context.AfterFunc(ctx, w.cancel)
+	return func() {
+		stop()
+		w.cancel()
+	}, nil
 }
 
 // follow subscribes the watcher to a name (the watched one, a redirect
@@ -214,9 +238,24 @@ func (w *watcher) unfollowLocked(n string) {
 	w.c.db.Unsubscribe(w.sub, w.typ, n, w.params)
 }
 
+// cancel ends the watch: once it returns, the handler is not called again.
+// A handler running on the delivery goroutine is waited for, unless that
+// handler is the caller (a handler may cancel its own watch, or another).
 func (w *watcher) cancel() {
-	if w.cancelled.Swap(true) {
+	first := !w.cancelled.Swap(true)
+	// Every call waits (a second one may race the first, from ctx).
+	if goroutineID() != w.c.deliverG.Load() {
+		w.hmu.Lock()
+		//lint:ignore SA2001 an empty critical section: waiting for a delivery under way is the point
+		w.hmu.Unlock()
+	}
+	if !first {
 		return
+	}
+	if w.usingAlt {
+		// No delivery runs now (or it is the caller's).
+		w.usingAlt = false
+		w.needFresh(-1)
 	}
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
@@ -302,7 +341,7 @@ func (w *watcher) deliver() {
 		if v == nil || !v.IsRedirect() {
 			break
 		}
-		next, err := redirectTarget(v)
+		next, err := w.redirectTarget(v)
 		switch {
 		case err != nil:
 			ferr = fmt.Errorf("redirect at %s: %v", cur, err)
@@ -367,6 +406,27 @@ func (w *watcher) deliver() {
 	}
 }
 
+// redirectTarget reads a TP1 redirect's target, which must be of the
+// watched type and in an authority the client can reach (a name the client
+// cannot route is not subscribed).
+func (w *watcher) redirectTarget(v *resource.Variant) (string, error) {
+	next, err := redirectTarget(v)
+	if err != nil {
+		return "", err
+	}
+	u, err := name.ParseURN(next)
+	if err != nil {
+		return "", err
+	}
+	if want := resource.ForURL(w.typ).Name; u.Type != want {
+		return "", fmt.Errorf("its target %s is a %s, not a %s", next, u.Type, want)
+	}
+	if _, err := w.c.route(next); err != nil {
+		return "", fmt.Errorf("its target %s: %v", next, err)
+	}
+	return next, nil
+}
+
 // sameVariant: an entry built from a collection is made anew each time, so
 // compare content, not pointers.
 func sameVariant(a, b *resource.Variant) bool {
@@ -378,22 +438,37 @@ func sameVariant(a, b *resource.Variant) bool {
 
 // chooseAlt decides between a name and its #alt= fallback: the alt is
 // fetched once the primary authority has been unreachable for AltTimeout,
-// and dropped once the primary is back and has answered.
+// and dropped once the primary is back and has answered for the name on
+// its new stream — what the cache held of it from before may be stale.
 func (w *watcher) chooseAlt() (string, []string) {
 	up, down := w.c.authorityUp(w.name)
-	primary := w.c.statusOf([2]string{w.typ, w.name})
 	switch {
 	case !w.usingAlt && !up && down >= w.c.o.AltTimeout:
 		w.usingAlt = true
+		w.needFresh(1)
 		w.follow(w.alt)
-	case w.usingAlt && up && (primary.got || primary.absent):
+	case w.usingAlt && up && w.primaryAnswered():
 		w.usingAlt = false
+		w.needFresh(-1)
 		w.unfollow(w.alt)
 	}
 	if w.usingAlt {
 		return w.alt, []string{w.alt}
 	}
 	return w.name, nil
+}
+
+// needFresh tells the primary's channel that this watcher needs (1) or no
+// longer needs (-1) the primary's fresh word on its name.
+func (w *watcher) needFresh(add int) {
+	if ch, err := w.c.route(w.name); err == nil {
+		ch.needFresh(w.typ, w.name, add)
+	}
+}
+
+func (w *watcher) primaryAnswered() bool {
+	ch, err := w.c.route(w.name)
+	return err == nil && ch.hasAnswered(w.typ, w.name)
 }
 
 // deliverMembers tells a glob or wildcard watcher of members as they come
@@ -491,25 +566,38 @@ type CollectionMember struct {
 // WatchCollection watches a TP1 list collection and calls h with its whole
 // membership whenever it or any member changes: inline entries are taken as
 // they are, locator entries are watched. Members not (yet) fetched are
-// left out; errors go to onErr when it is set.
-func (c *Client) WatchCollection(typeURL, collection string, h func([]CollectionMember), onErr func(error)) (cancel func(), err error) {
+// left out; errors go to onErr when it is set. cancel, or the end of ctx,
+// stops it, as for Watch.
+func (c *Client) WatchCollection(ctx context.Context, typeURL, collection string, h func([]CollectionMember), onErr func(error)) (cancel func(), err error) {
 	coll := resource.ForURL(typeURL)
 	if coll.Element == nil {
 		return nil, fmt.Errorf("%s is not a list collection type", coll.Name)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	lc := &listCollection{c: c, elem: coll.Element, h: h, onErr: onErr, members: map[string]func(){}, values: map[string]*resource.Variant{}}
-	cancelColl, err := c.Watch(typeURL, collection, lc.onCollection)
+	cancelColl, err := c.Watch(context.Background(), typeURL, collection, lc.onCollection)
 	if err != nil {
 		return nil, err
 	}
-	return func() {
+	cancelAll := func() {
 		cancelColl()
+		// A delivery may be adding members as we go: cancelled stops it
+		// from adding more, and the ones it added are cancelled here.
 		lc.mu.Lock()
-		for _, cf := range lc.members {
-			cf()
-		}
+		lc.cancelled = true
+		members := lc.members
 		lc.members = nil
 		lc.mu.Unlock()
+		for _, cf := range members {
+			cf()
+		}
+	}
+	stop := context.AfterFunc(ctx, cancelAll)
+	return func() {
+		stop()
+		cancelAll()
 	}, nil
 }
 
@@ -518,12 +606,14 @@ type listCollection struct {
 	elem  *resource.Type
 	h     func([]CollectionMember)
 	onErr func(error)
-	// Handlers run on the delivery goroutine; mu guards members against a
-	// cancel from elsewhere.
-	mu      sync.Mutex
-	coll    *resource.Variant
-	members map[string]func() // locator URN → cancel
-	values  map[string]*resource.Variant
+	// Handlers run on the delivery goroutine; mu guards members and
+	// cancelled against a cancel from elsewhere.
+	mu        sync.Mutex
+	cancelled bool
+	members   map[string]func() // locator URN → cancel
+	// Used only by handlers (on the delivery goroutine).
+	coll   *resource.Variant
+	values map[string]*resource.Variant
 }
 
 func (lc *listCollection) onCollection(e Event) {
@@ -553,6 +643,10 @@ func (lc *listCollection) onCollection(e Event) {
 		}
 	}
 	lc.mu.Lock()
+	if lc.cancelled {
+		lc.mu.Unlock()
+		return
+	}
 	for n, cf := range lc.members {
 		if !want[n] {
 			cf()
@@ -565,7 +659,7 @@ func (lc *listCollection) onCollection(e Event) {
 			continue
 		}
 		n := n
-		cf, err := lc.c.Watch(lc.elem.URL, n, func(e Event) {
+		cf, err := lc.c.Watch(context.Background(), lc.elem.URL, n, func(e Event) {
 			switch e.Kind {
 			case Updated:
 				lc.values[n] = e.Variant
@@ -591,6 +685,12 @@ func (lc *listCollection) onCollection(e Event) {
 }
 
 func (lc *listCollection) report() {
+	lc.mu.Lock()
+	cancelled := lc.cancelled
+	lc.mu.Unlock()
+	if cancelled {
+		return
+	}
 	var out []CollectionMember
 	if lc.coll != nil {
 		entries, _ := resource.CollectionEntries(lc.coll.Body())

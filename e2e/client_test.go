@@ -96,8 +96,8 @@ func TestClientServerRestart(t *testing.T) {
 	x.apply(t, clusterDoc("a", "1")+"---\n"+clusterDoc("b", "1"))
 	c := newXdsClient(t, bootstrap(x.xds, nil, nil), client.Options{})
 	ea, eb := newEvents(t), newEvents(t)
-	c.Watch(resource.ClusterURL, "a", ea.handle)
-	c.Watch(resource.ClusterURL, "b", eb.handle)
+	c.Watch(t.Context(), resource.ClusterURL, "a", ea.handle)
+	c.Watch(t.Context(), resource.ClusterURL, "b", eb.handle)
 	ea.await(client.Updated, "a", `"1"`)
 	eb.await(client.Updated, "b", `"1"`)
 	received := c.Stats().Resources
@@ -128,7 +128,7 @@ func TestClientNackVisibleOnServer(t *testing.T) {
 		return nil
 	}})
 	ev := newEvents(t)
-	c.Watch(resource.ClusterURL, "c", ev.handle)
+	c.Watch(t.Context(), resource.ClusterURL, "c", ev.handle)
 	ev.await(client.Updated, "c", "ok")
 	x.apply(t, clusterDoc("c", "poison"))
 	ev.await(client.Errored, "c", "poisoned cluster")
@@ -156,7 +156,7 @@ func TestClientGlob(t *testing.T) {
 	x.apply(t, clusterDoc(m("one"), "1"))
 	c := newXdsClient(t, bootstrap(x.xds, map[string]string{"g": ""}, nil), client.Options{})
 	ev := newEvents(t)
-	if _, err := c.Watch(resource.ClusterURL, "xdstp://g/envoy.config.cluster.v3.Cluster/pool/*", ev.handle); err != nil {
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, "xdstp://g/envoy.config.cluster.v3.Cluster/pool/*", ev.handle); err != nil {
 		t.Fatal(err)
 	}
 	ev.await(client.Updated, m("one"), `"1"`)
@@ -178,8 +178,8 @@ func TestClientFederation(t *testing.T) {
 	two.apply(t, clusterDoc(n2, "from-two"))
 	c := newXdsClient(t, bootstrap("127.0.0.1:1", map[string]string{"one": one.xds, "two": two.xds}, nil), client.Options{})
 	e1, e2 := newEvents(t), newEvents(t)
-	c.Watch(resource.ClusterURL, n1, e1.handle)
-	c.Watch(resource.ClusterURL, n2, e2.handle)
+	c.Watch(t.Context(), resource.ClusterURL, n1, e1.handle)
+	c.Watch(t.Context(), resource.ClusterURL, n2, e2.handle)
 	e1.await(client.Updated, n1, "from-one")
 	e2.await(client.Updated, n2, "from-two")
 }
@@ -199,7 +199,7 @@ func TestClientAltFailover(t *testing.T) {
 	c := newXdsClient(t, bootstrap(onprem.xds, map[string]string{"cloud": cloudAddr, "onprem": onprem.xds}, nil), client.Options{AltTimeout: 300 * time.Millisecond})
 	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/svc"
 	ev := newEvents(t)
-	if _, err := c.Watch(resource.ClusterURL, primary+"#alt="+alt, ev.handle); err != nil {
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, ev.handle); err != nil {
 		t.Fatal(err)
 	}
 	if e := ev.await(client.Updated, primary, "on-prem"); len(e.Via) != 1 {

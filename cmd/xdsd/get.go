@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,7 +39,9 @@ func (p paramFlags) Set(s string) error {
 }
 
 type getFlags struct {
+	cmd                               string // get or watch
 	server, bootstrap, nodeID, output string
+	serverSet                         bool
 	delta                             bool
 	deltaSet                          bool
 	params                            paramFlags
@@ -47,29 +50,62 @@ type getFlags struct {
 
 func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	f := &getFlags{params: paramFlags{}}
+	f := &getFlags{cmd: cmd, params: paramFlags{}}
 	fs.StringVar(&f.server, "server", "127.0.0.1:18000", "xDS server address (ignored with --bootstrap)")
-	fs.StringVar(&f.bootstrap, "bootstrap", "", "gRPC xDS bootstrap file (federation, dynamic parameters, several servers)")
-	fs.BoolVar(&f.delta, "delta", false, "use delta xDS (on-demand VHDS and glob collections always do)")
+	fs.StringVar(&f.bootstrap, "bootstrap", "", "gRPC xDS bootstrap file (federation, dynamic parameters, several servers); "+
+		"without it and --server, the bootstrap named by $GRPC_XDS_BOOTSTRAP, or given in $GRPC_XDS_BOOTSTRAP_CONFIG, is used when set")
+	fs.BoolVar(&f.delta, "delta", false, "use delta xDS, or (--delta=false) SotW; default SotW, or with a bootstrap each server's \"transport\" "+
+		"(on-demand VHDS and glob collections always use delta)")
 	fs.Var(f.params, "param", "a TP2 dynamic parameter key=value (repeatable): the variant a client with these parameters gets")
-	fs.StringVar(&f.nodeID, "node-id", "", "node id to present (default xdsd-"+cmd+")")
+	fs.StringVar(&f.nodeID, "node-id", "", "node id to present (default: the bootstrap's, else xdsd-"+cmd+")")
 	fs.StringVar(&f.output, "o", "yaml", "output format: yaml or json")
-	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for a resource before saying it does not exist")
+	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for a resource before saying it does not exist "+
+		"(or, if the server could not be reached by then, failing)")
 	return fs, f
 }
 
-// clientBootstrap builds the bootstrap get and watch use: the file given,
-// or one for --server; --param and --delta override it; every authority the
-// names use is mapped (to the top-level servers unless the file says more).
+// The environment variables gRPC reads its bootstrap from (DESIGN.md §4.4;
+// the file wins when both are set, as in gRPC).
+const (
+	envBootstrapFile   = "GRPC_XDS_BOOTSTRAP"
+	envBootstrapConfig = "GRPC_XDS_BOOTSTRAP_CONFIG"
+)
+
+// bootstrapJSON reads the bootstrap get and watch start from: the file
+// given, else (with no --server) the environment's, else none.
+func bootstrapJSON(f *getFlags) (data []byte, from string, err error) {
+	switch {
+	case f.bootstrap != "":
+		data, err = os.ReadFile(f.bootstrap)
+		return data, f.bootstrap, err
+	case f.serverSet:
+		return nil, "", nil
+	case os.Getenv(envBootstrapFile) != "":
+		path := os.Getenv(envBootstrapFile)
+		data, err = os.ReadFile(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", envBootstrapFile, err)
+		}
+		return data, path, nil
+	case os.Getenv(envBootstrapConfig) != "":
+		return []byte(os.Getenv(envBootstrapConfig)), envBootstrapConfig, nil
+	}
+	return nil, "", nil
+}
+
+// clientBootstrap builds the bootstrap get and watch use: the file given
+// (or the environment's), or one for --server; --param and --delta
+// override it; every authority the names use is mapped (to the top-level
+// servers unless the file says more).
 func clientBootstrap(f *getFlags, typ *resource.Type, names []string) (*client.Bootstrap, error) {
 	doc := map[string]any{}
-	if f.bootstrap != "" {
-		data, err := os.ReadFile(f.bootstrap)
-		if err != nil {
-			return nil, err
-		}
+	data, from, err := bootstrapJSON(f)
+	if err != nil {
+		return nil, err
+	}
+	if data != nil {
 		if err := json.Unmarshal(data, &doc); err != nil {
-			return nil, fmt.Errorf("bootstrap %s: %v", f.bootstrap, err)
+			return nil, fmt.Errorf("bootstrap %s: %v", from, err)
 		}
 	} else {
 		doc["xds_servers"] = []any{map[string]any{"server_uri": f.server, "channel_creds": []any{map[string]any{"type": "insecure"}}}}
@@ -81,34 +117,46 @@ func clientBootstrap(f *getFlags, typ *resource.Type, names []string) (*client.B
 	if f.nodeID != "" || node["id"] == nil {
 		id := f.nodeID
 		if id == "" {
-			id = "xdsd-cli"
+			id = "xdsd-" + f.cmd
 		}
 		node["id"] = id
 	}
 	doc["node"] = node
-	delta := f.delta
-	if typ.URL == resource.VirtualHostURL {
-		delta = true
-	}
-	for _, n := range names {
-		if u, err := name.Parse(n); err == nil && u.Glob {
-			delta = true
-		}
-	}
-	if servers, ok := doc["xds_servers"].([]any); ok && (delta || f.deltaSet || f.bootstrap == "") {
-		for _, s := range servers {
-			if m, ok := s.(map[string]any); ok {
-				if delta {
-					m["transport"] = "delta"
-				} else {
-					m["transport"] = "sotw"
-				}
-			}
-		}
-	}
 	auths, _ := doc["authorities"].(map[string]any)
 	if auths == nil {
 		auths = map[string]any{}
+	}
+	// The transport: --delta (or --delta=false) when given; delta for what
+	// only delta can fetch; otherwise SotW for --server, and each server's
+	// own "transport" in a bootstrap.
+	delta, override := f.delta, f.deltaSet || data == nil
+	if typ.URL == resource.VirtualHostURL {
+		delta, override = true, true
+	}
+	for _, n := range names {
+		if u, err := name.Parse(n); err == nil && u.Glob {
+			delta, override = true, true
+		}
+	}
+	if override {
+		transport := "sotw"
+		if delta {
+			transport = "delta"
+		}
+		setTransport := func(servers any) {
+			list, _ := servers.([]any)
+			for _, s := range list {
+				if m, ok := s.(map[string]any); ok {
+					m["transport"] = transport
+				}
+			}
+		}
+		setTransport(doc["xds_servers"])
+		for _, a := range auths {
+			if m, ok := a.(map[string]any); ok {
+				setTransport(m["xds_servers"])
+			}
+		}
 	}
 	for _, n := range names {
 		if u, err := name.Parse(n); err == nil && u.IsXDSTP() {
@@ -166,6 +214,8 @@ func printResults(w io.Writer, format string, rs []Result, stream bool) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
+		// Route matches and constraints hold "&&", "<", ">": print them.
+		enc.SetEscapeHTML(false)
 		if stream {
 			for _, r := range rs {
 				if err := enc.Encode(r); err != nil {
@@ -199,7 +249,10 @@ func parseGet(cmd string, args []string, stdout io.Writer) (*getFlags, *resource
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fs.Visit(func(fl *flag.Flag) { f.deltaSet = f.deltaSet || fl.Name == "delta" })
+	fs.Visit(func(fl *flag.Flag) {
+		f.deltaSet = f.deltaSet || fl.Name == "delta"
+		f.serverSet = f.serverSet || fl.Name == "server"
+	})
 	if len(pos) < 2 {
 		return nil, nil, nil, usagef("want TYPE NAME...")
 	}
@@ -213,23 +266,24 @@ func parseGet(cmd string, args []string, stdout io.Writer) (*getFlags, *resource
 	return f, typ, pos[1:], nil
 }
 
-func startClient(f *getFlags, typ *resource.Type, names []string, stderr io.Writer) (*client.Client, error) {
+func startClient(f *getFlags, typ *resource.Type, names []string, logger *slog.Logger) (*client.Client, error) {
 	b, err := clientBootstrap(f, typ, names)
 	if err != nil {
 		return nil, err
 	}
-	return client.New(b, client.Options{DoesNotExistTimeout: f.timeout, Logger: newQuietLogger(stderr)})
+	return client.New(b, client.Options{DoesNotExistTimeout: f.timeout, Logger: logger})
 }
 
 // runGet prints what a client with the given parameters gets: each resource
 // with its name, version and constraints, or why not. It exits 1 when any
-// name could not be had.
+// name could not be had, and fails naming the server when one could not be
+// reached within --timeout.
 func runGet(args []string, stdout, stderr io.Writer) error {
 	f, typ, names, err := parseGet("get", args, stdout)
 	if err != nil {
 		return err
 	}
-	c, err := startClient(f, typ, names, stderr)
+	c, err := startClient(f, typ, names, clientLogger(stderr, slog.LevelWarn))
 	if err != nil {
 		return err
 	}
@@ -239,19 +293,27 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		results = map[string][]Result{}
 		done    = map[string]bool{}
 		all     = make(chan struct{})
+		stop    = make(chan struct{})
 		last    = time.Now()
 	)
-	finished := func() bool {
+	defer close(stop)
+	ctx := context.Background()
+	// finished closes all once every name is done; mu is held.
+	finished := func() {
 		for _, n := range names {
 			if !done[n] {
-				return false
+				return
 			}
 		}
-		return true
+		select {
+		case <-all:
+		default:
+			close(all)
+		}
 	}
 	for _, n := range names {
 		multi := n == "*" || strings.HasSuffix(strings.SplitN(n, "?", 2)[0], "/*")
-		cancel, err := c.Watch(typ.URL, n, func(e client.Event) {
+		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			results[n] = append(results[n], render(e, typ))
@@ -259,13 +321,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 				done[n] = true
 			}
 			last = time.Now()
-			if finished() {
-				select {
-				case <-all:
-				default:
-					close(all)
-				}
-			}
+			finished()
 		})
 		if err != nil {
 			return usagef("%s: %v", n, err)
@@ -278,18 +334,17 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 				t := time.NewTicker(50 * time.Millisecond)
 				defer t.Stop()
 				deadline := time.Now().Add(f.timeout)
-				for range t.C {
+				for {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+					}
 					mu.Lock()
 					settled := len(results[n]) > 0 && time.Since(last) > 200*time.Millisecond
 					if settled || time.Now().After(deadline) {
 						done[n] = true
-						if finished() {
-							select {
-							case <-all:
-							default:
-								close(all)
-							}
-						}
+						finished()
 						mu.Unlock()
 						return
 					}
@@ -298,9 +353,35 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 			}()
 		}
 	}
+	var unreachable []string // why names could not be had: their server was not reached
+	deadline := time.NewTimer(f.timeout)
+	defer deadline.Stop()
 	select {
 	case <-all:
-	case <-time.After(f.timeout + 5*time.Second):
+	case <-deadline.C:
+		mu.Lock()
+		for _, n := range names {
+			if done[n] {
+				continue
+			}
+			if why := notReached(c, n, f.timeout); why != "" {
+				results[n] = []Result{{Resource: admin.Resource{Type: typ.Name, Name: n}}}
+				results[n][0].Error = why
+				done[n] = true
+				if !slices.Contains(unreachable, why) {
+					unreachable = append(unreachable, why)
+				}
+			}
+		}
+		finished()
+		mu.Unlock()
+		// The rest were asked of a server that was reached: the client's
+		// does-not-exist timers, started when the stream opened (just after
+		// we started), are about to tell.
+		select {
+		case <-all:
+		case <-time.After(min(f.timeout, time.Second)):
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -323,10 +404,38 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	if err := printResults(stdout, f.output, out, false); err != nil {
 		return err
 	}
+	if len(unreachable) > 0 {
+		return errors.New(strings.Join(unreachable, "; "))
+	}
 	if failed {
 		return errors.New("not every resource could be had")
 	}
 	return nil
+}
+
+// notReached says why a name's server was not reached, or "" when it was
+// (a stream is up, or open and not failing).
+func notReached(c *client.Client, n string, timeout time.Duration) string {
+	u, err := c.UpstreamFor(n)
+	switch {
+	case err != nil:
+		return err.Error()
+	case u.Connected != "", u.Connecting != "" && u.LastError == "":
+		return ""
+	}
+	servers := "xDS server " + strings.Join(u.Servers, ", ")
+	if len(u.Servers) > 1 {
+		servers = "xDS servers " + strings.Join(u.Servers, ", ")
+	}
+	if u.LastError == "" {
+		return fmt.Sprintf("cannot reach %s: no connection within %v", servers, timeout)
+	}
+	// The error names the server it came from; say it once.
+	why := u.LastError
+	if len(u.Servers) == 1 {
+		why = strings.TrimPrefix(why, u.Servers[0]+": ")
+	}
+	return fmt.Sprintf("cannot reach %s: %s", servers, why)
 }
 
 // runWatch prints every update and removal, with a timestamp, until
@@ -341,15 +450,17 @@ func runWatch(args []string, stdout, stderr io.Writer) error {
 	return watch(ctx, f, typ, names, stdout, stderr)
 }
 
+// watch prints events to stdout and the connection's state changes (up,
+// lost, failing) to stderr.
 func watch(ctx context.Context, f *getFlags, typ *resource.Type, names []string, stdout, stderr io.Writer) error {
-	c, err := startClient(f, typ, names, stderr)
+	c, err := startClient(f, typ, names, clientLogger(stderr, slog.LevelInfo))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	var mu sync.Mutex
 	for _, n := range names {
-		cancel, err := c.Watch(typ.URL, n, func(e client.Event) {
+		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
 			r := render(e, typ)
 			r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 			mu.Lock()
@@ -365,7 +476,8 @@ func watch(ctx context.Context, f *getFlags, typ *resource.Type, names []string,
 	return nil
 }
 
-// newQuietLogger logs the client's warnings (NACKs, lost streams) only.
-func newQuietLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// clientLogger logs the client's messages at level and above: connection
+// state (info: a stream up; warn: lost, or a server failing) and NACKs.
+func clientLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }

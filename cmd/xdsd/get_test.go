@@ -2,13 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/store"
@@ -71,7 +76,7 @@ func TestWatch(t *testing.T) {
 	done := make(chan error, 1)
 	typ, _ := resource.Lookup("cds")
 	go func() {
-		done <- watch(ctx, &getFlags{server: xds, output: "json", params: paramFlags{}, timeout: 5 * time.Second}, typ, []string{"w"}, pw, io.Discard)
+		done <- watch(ctx, &getFlags{cmd: "watch", server: xds, output: "json", params: paramFlags{}, timeout: 5 * time.Second}, typ, []string{"w"}, pw, io.Discard)
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
@@ -140,5 +145,169 @@ func TestGetVHDS(t *testing.T) {
 	}
 	if rs[3].Status != "does-not-exist" {
 		t.Errorf("%s: status %q", rs[3].Name, rs[3].Status)
+	}
+}
+
+// freeAddr is a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// A server that cannot be reached is an error naming it (exit 1), at
+// --timeout — not a does-not-exist after it.
+func TestGetUnreachableServer(t *testing.T) {
+	addr := freeAddr(t)
+	start := time.Now()
+	code, out, errOut := runCmd(t, "get", "--server", addr, "--timeout", "500ms", "cds", "x")
+	el := time.Since(start)
+	if code != 1 || !strings.Contains(errOut, "xdsd get: cannot reach xDS server "+addr+": ") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if strings.Contains(out, "does-not-exist") {
+		t.Errorf("an unreachable server's resource printed as not existing:\n%s", out)
+	}
+	if el > 2*time.Second {
+		t.Errorf("took %v with --timeout 500ms", el)
+	}
+}
+
+// -o json prints what resources hold as it is ("&&", not "\u0026\u0026").
+func TestGetJSONIsNotHTMLEscaped(t *testing.T) {
+	xds, adm := startServe(t)
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", "../../examples"); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := runCmd(t, "get", "--server", xds, "--param", "env=prod", "-o", "json", "rds", "tp2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, `"env=prod && version!=v1"`) || strings.Contains(out, `\u0026`) {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// The bootstrap get and watch build: the node id the help states; the
+// transport from --delta, else SotW for --server and each server's own in
+// a bootstrap (authorities' servers included); the environment's bootstrap
+// when neither --server nor --bootstrap is given.
+func TestGetBootstrap(t *testing.T) {
+	typ, _ := resource.Lookup("cds")
+	dir := t.TempDir()
+	file := writeFile(t, dir, "bootstrap.json", `{
+  "xds_servers": [{"server_uri": "top:1", "channel_creds": [{"type": "insecure"}], "transport": "sotw"}],
+  "authorities": {"auth": {"xds_servers": [{"server_uri": "auth:1", "channel_creds": [{"type": "insecure"}]}]}}
+}`)
+	for _, tc := range []struct {
+		args          []string
+		env           map[string]string
+		top, auth, id string
+	}{
+		{args: nil, top: "127.0.0.1:18000/sotw", id: "xdsd-get"},
+		{args: []string{"--delta"}, top: "127.0.0.1:18000/delta", id: "xdsd-get"},
+		{args: []string{"--node-id", "me"}, top: "127.0.0.1:18000/sotw", id: "me"},
+		{args: []string{"--bootstrap", file}, top: "top:1/sotw", auth: "auth:1/delta", id: "xdsd-get"},
+		{args: []string{"--bootstrap", file, "--delta=false"}, top: "top:1/sotw", auth: "auth:1/sotw", id: "xdsd-get"},
+		{args: []string{"--bootstrap", file, "--delta"}, top: "top:1/delta", auth: "auth:1/delta", id: "xdsd-get"},
+		{env: map[string]string{"GRPC_XDS_BOOTSTRAP": file}, top: "top:1/sotw", auth: "auth:1/delta", id: "xdsd-get"},
+		{env: map[string]string{"GRPC_XDS_BOOTSTRAP_CONFIG": `{"xds_servers": [{"server_uri": "env:1", "channel_creds": [{"type": "insecure"}]}], "node": {"id": "env-node"}}`},
+			top: "env:1/delta", id: "env-node"},
+		{args: []string{"--server", "flag:1"}, env: map[string]string{"GRPC_XDS_BOOTSTRAP": file}, top: "flag:1/sotw", id: "xdsd-get"},
+	} {
+		t.Run(strings.Join(tc.args, " ")+fmt.Sprint(tc.env), func(t *testing.T) {
+			t.Setenv("GRPC_XDS_BOOTSTRAP", "")
+			t.Setenv("GRPC_XDS_BOOTSTRAP_CONFIG", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			f, _, names, err := parseGet("get", append(tc.args, "cds", "xdstp://auth/envoy.config.cluster.v3.Cluster/x"), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := clientBootstrap(f, typ, names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			show := func(s []client.ServerConfig) string {
+				if len(s) == 0 {
+					return ""
+				}
+				tr := "delta"
+				if !s[0].Delta() {
+					tr = "sotw"
+				}
+				return s[0].URI + "/" + tr
+			}
+			var auth string
+			if a := b.Authorities["auth"]; a != nil {
+				auth = show(a.Servers)
+			}
+			if got := show(b.Servers); got != tc.top || auth != tc.auth || b.Node.GetId() != tc.id {
+				t.Errorf("servers %s, authority's %q, node %q; want %s, %q, %q", got, auth, b.Node.GetId(), tc.top, tc.auth, tc.id)
+			}
+		})
+	}
+	_, help, _ := runCmd(t, "get", "-h")
+	if !strings.Contains(help, "xdsd-get") || !strings.Contains(help, "GRPC_XDS_BOOTSTRAP") {
+		t.Errorf("help:\n%s", help)
+	}
+}
+
+// syncBuffer is a buffer written by one goroutine and read by another, that
+// signals each write.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) await(t *testing.T, substr string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		s.mu.Lock()
+		got := s.b.String()
+		s.mu.Unlock()
+		if strings.Contains(got, substr) {
+			return
+		}
+		select {
+		case <-s.wrote:
+		case <-deadline:
+			t.Fatalf("no %q in:\n%s", substr, got)
+		}
+	}
+}
+
+// watch reports the connection's state on stderr: a server that cannot be
+// reached, then the stream once it is up.
+func TestWatchReportsConnectionState(t *testing.T) {
+	addr := freeAddr(t)
+	stderr := &syncBuffer{wrote: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	typ, _ := resource.Lookup("cds")
+	go func() {
+		done <- watch(ctx, &getFlags{cmd: "watch", server: addr, output: "json", params: paramFlags{}, timeout: 5 * time.Second}, typ, []string{"w"}, io.Discard, stderr)
+	}()
+	stderr.await(t, `msg="xDS server unusable" server=`+addr)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,165 @@
+package client_test
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// scriptedADS is a SotW ADS server whose test decides every response: it
+// hands over each request and sends what it is given, so a test can make a
+// response cross newer requests on the wire.
+type scriptedADS struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	reqs chan *discoveryv3.DiscoveryRequest
+	resp chan *discoveryv3.DiscoveryResponse
+}
+
+func startScriptedADS(t *testing.T) (string, *scriptedADS) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scriptedADS{reqs: make(chan *discoveryv3.DiscoveryRequest, 100), resp: make(chan *discoveryv3.DiscoveryResponse)}
+	g := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s)
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	return l.Addr().String(), s
+}
+
+func (s *scriptedADS) StreamAggregatedResources(st discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			s.reqs <- req
+		}
+	}()
+	for {
+		select {
+		case r := <-s.resp:
+			if err := st.Send(r); err != nil {
+				return err
+			}
+		case err := <-errc:
+			return err
+		}
+	}
+}
+
+// request waits for a request naming exactly names.
+func (s *scriptedADS) request(t *testing.T, names ...string) *discoveryv3.DiscoveryRequest {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case r := <-s.reqs:
+			if slices.Equal(r.ResourceNames, names) {
+				return r
+			}
+		case <-deadline:
+			t.Fatalf("no request for %v", names)
+		}
+	}
+}
+
+// send sends a CDS response holding clusters of those names.
+func (s *scriptedADS) send(t *testing.T, version, nonce string, clusters ...string) {
+	t.Helper()
+	r := &discoveryv3.DiscoveryResponse{TypeUrl: resource.ClusterURL, VersionInfo: version, Nonce: nonce}
+	for _, n := range clusters {
+		a, err := anypb.New(&clusterv3.Cluster{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Resources = append(r.Resources, a)
+	}
+	s.sendAny(t, r)
+}
+
+func (s *scriptedADS) sendAny(t *testing.T, r *discoveryv3.DiscoveryResponse) {
+	t.Helper()
+	select {
+	case s.resp <- r:
+	case <-time.After(wait):
+		t.Fatal("no stream to send on")
+	}
+}
+
+// PROTOCOL.md §1.7, §1.8: a full-state (CDS) response answering a request
+// older than the latest leaves out names subscribed since; that does not
+// make them not exist. Once a response answers a request naming them,
+// leaving them out deletes them.
+func TestSotWFullStateAnswersOlderRequest(t *testing.T) {
+	addr, srv := startScriptedADS(t)
+	c := newClient(t, bs{servers: []string{addr}, sotw: true}.build(t), client.Options{})
+	ra, rb := newRecorder(t), newRecorder(t)
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, "a", ra.handle); err != nil {
+		t.Fatal(err)
+	}
+	srv.request(t, "a")
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, "b", rb.handle); err != nil {
+		t.Fatal(err)
+	}
+	srv.request(t, "a", "b")
+	// The answer to the first request, sent as the second crossed it.
+	srv.send(t, "1", "n1", "a")
+	ra.expect(client.Updated, "a", "")
+	// The client acknowledges with both names; the server answers.
+	srv.request(t, "a", "b")
+	srv.send(t, "2", "n2", "a", "b")
+	rb.expect(client.Updated, "b", "")
+	// b is deleted: a response to a request naming it leaves it out.
+	srv.request(t, "a", "b")
+	srv.send(t, "3", "n3", "a")
+	rb.expect(client.Removed, "b", "")
+	rb.none()
+}
+
+// Many existing clusters watched at once over SotW (as `xdsd get` does):
+// each is Updated, none is said not to exist because a response to an
+// earlier, shorter request arrived first.
+func TestSotWManyNamesAtOnce(t *testing.T) {
+	o := servertest.Start(t)
+	var docs string
+	for i := range 20 {
+		docs += cluster(fmt.Sprintf("c%d", i), "c") + "---\n"
+	}
+	o.Apply(docs + cluster("z", "z"))
+	for run := range 30 {
+		c, err := client.New(bs{servers: []string{o.Addr}, sotw: true}.build(t), client.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := make([]*recorder, 20)
+		for i := range rs {
+			rs[i] = newRecorder(t)
+			if _, err := c.Watch(t.Context(), resource.ClusterURL, fmt.Sprintf("c%d", i), rs[i].handle); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range rs {
+			if e := rs[i].next(); e.Kind != client.Updated {
+				t.Errorf("run %d: first event %s", run, describe(e))
+			}
+		}
+		c.Close()
+	}
+}

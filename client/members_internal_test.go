@@ -1,0 +1,96 @@
+package client
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// Cancelling a glob or wildcard watch leaves nothing of its members behind:
+// not in what the channel holds (and would declare on reconnection), not in
+// the client's status.
+func TestCollectionCancelLeavesNoMembers(t *testing.T) {
+	o := servertest.Start(t)
+	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
+	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\n---\n", lis+"g/one") +
+		"\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c1\n")
+	b, err := ParseBootstrap(fmt.Appendf(nil, `{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(b, Options{Logger: servertest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, w := range []struct{ typ, name, member string }{
+		{resource.ListenerURL, lis + "g/*", lis + "g/one"},
+		{resource.ClusterURL, "*", "c1"},
+	} {
+		got := make(chan Event, 10)
+		cancel, err := c.Watch(t.Context(), w.typ, w.name, func(e Event) { got <- e })
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-got:
+			if e.Kind != Updated || e.Name != w.member {
+				t.Fatalf("%s: %v %s", w.name, e.Kind, e.Name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no event", w.name)
+		}
+		cancel()
+		c.mu.Lock()
+		if st := c.status[[2]string{w.typ, w.member}]; st != nil {
+			t.Errorf("%s: status of member %s kept: %+v", w.name, w.member, *st)
+		}
+		c.mu.Unlock()
+		for _, ch := range c.channels {
+			ch.mu.Lock()
+			if ty := ch.types[w.typ]; ty != nil && ty.held[w.member] != nil {
+				t.Errorf("%s: member %s still held: %v", w.name, w.member, ty.held[w.member])
+			}
+			ch.mu.Unlock()
+		}
+	}
+}
+
+// A watch redirected into an authority the bootstrap lacks leaves no
+// status behind once cancelled.
+func TestRedirectToUnknownAuthorityLeavesNoStatus(t *testing.T) {
+	o := servertest.Start(t)
+	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
+	o.Apply("type: lds\nname: " + lis + "r\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: nowhere\n  resource_type: envoy.config.listener.v3.Listener\n  id: x\n")
+	b, err := ParseBootstrap(fmt.Appendf(nil, `{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(b, Options{Logger: servertest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := make(chan Event, 10)
+	cancel, err := c.Watch(t.Context(), resource.ListenerURL, lis+"r", func(e Event) { got <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e.Kind != Errored {
+			t.Fatalf("%v %v", e.Kind, e.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, st := range c.status {
+		t.Errorf("status of %s kept: %+v", k, *st)
+	}
+}
