@@ -407,6 +407,13 @@ func (ch *channel) isConnected() bool {
 	return ch.connected >= 0
 }
 
+// isHealthy reports whether the channel's stream has proved itself.
+func (ch *channel) isHealthy() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.connected >= 0 && ch.healthy
+}
+
 // run keeps a stream up: it tries the servers in order of preference,
 // skipping those backing off; a server whose stream fails before proving
 // healthy backs off exponentially, with jitter, and the next one is tried
@@ -517,6 +524,7 @@ func (ch *channel) markHealthy(i int) {
 	ch.retry[i] = retryState{}
 	ch.mu.Unlock()
 	ch.c.o.Logger.Info("xDS stream up", "server", ch.servers[i].URI)
+	ch.c.healthy(ch)
 }
 
 // stream is what session needs of a SotW or delta ADS stream.
@@ -1025,10 +1033,18 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 			}
 		}
 		seen := map[string]bool{}
-		for k := range t.subs {
-			if k.name != db.Wildcard && present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] && (all || named[k.name]) {
+		for k, sub := range t.subs {
+			if k.name == db.Wildcard || !(all || named[k.name]) {
+				continue
+			}
+			if present[k.name] == nil && t.held[k.name] == nil && !seen[k.name] {
 				seen[k.name] = true
 				b.removed = append(b.removed, k.name)
+			}
+			// TP2: the name is there, but no variant for these parameters —
+			// for them, it does not exist (TP2 "Best Practices").
+			if present[k.name] != nil && sub.tp2 && !anyMatches(b.puts, k.name, sub.params) {
+				b.noVariant = append(b.noVariant, db.Interest{Type: t.url, Name: k.name, Params: k.pkey})
 			}
 		}
 	}
@@ -1049,7 +1065,7 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		}
 		delete(t.held, n)
 	}
-	u.Known = t.answered(b)
+	u.Known = append(t.answered(b), b.noVariant...)
 	b.gen = ch.gen
 	for _, ns := range [][]string{b.removed, b.emptied, b.notFound} {
 		b.answered = append(b.answered, ns...)
@@ -1061,6 +1077,16 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		b.answered = append(b.answered, a)
 	}
 	return u
+}
+
+// anyMatches reports whether a variant of n among vs matches params.
+func anyMatches(vs []*resource.Variant, n string, params constraint.Params) bool {
+	for _, v := range vs {
+		if v.Name == n && v.Constraints.Match(params) {
+			return true
+		}
+	}
+	return false
 }
 
 // answeredNow records what a response answered of the names in need of

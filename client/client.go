@@ -27,7 +27,9 @@ import (
 type Options struct {
 	// DoesNotExistTimeout is how long a subscribed resource may go
 	// unanswered on a connected stream before watchers are told it does not
-	// exist (SotW has no such signal; PROTOCOL.md §1.8). Default 15s.
+	// exist (SotW has no such signal; PROTOCOL.md §1.8). Default 15s;
+	// negative: never (a relay passes on only what its upstream says, and
+	// leaves the timing out to its own clients).
 	DoesNotExistTimeout time.Duration
 	// AltTimeout is how long a name's authority may be unreachable before
 	// its #alt= URL is fetched instead. Default 5s.
@@ -69,9 +71,14 @@ type Client struct {
 	mu       sync.Mutex
 	channels map[string]*channel
 	status   map[[2]string]*resStatus
-	watchers map[[2]string]map[*watcher]struct{} // by (type, name) watched or followed
-	closed   bool
-	nextID   uint64
+	// lingering are ended interests whose cache entries outlive them
+	// because their upstream is down: a subscriber arriving meanwhile (a
+	// client restarted during the outage) is served from the cache. They
+	// are evicted once the upstream is healthy again.
+	lingering map[db.Interest]*channel
+	watchers  map[[2]string]map[*watcher]struct{} // by (type, name) watched or followed
+	closed    bool
+	nextID    uint64
 
 	dmu   sync.Mutex // guards dirty
 	dirty map[*watcher]struct{}
@@ -98,7 +105,7 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	if b == nil || len(b.Servers) == 0 {
 		return nil, errors.New("client: a bootstrap with at least one server is needed")
 	}
-	if o.DoesNotExistTimeout <= 0 {
+	if o.DoesNotExistTimeout == 0 {
 		o.DoesNotExistTimeout = 15 * time.Second
 	}
 	if o.AltTimeout <= 0 {
@@ -116,7 +123,7 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{},
+	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{}, lingering: map[db.Interest]*channel{},
 		watchers: map[[2]string]map[*watcher]struct{}{}, dirty: map[*watcher]struct{}{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	c.db = db.NewCache(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
@@ -193,9 +200,16 @@ func (c *Client) interest(i db.Interest, on bool) {
 	ch, err := c.route(i.Name)
 	k := [2]string{i.Type, i.Name}
 	if err != nil {
+		// Unroutable (an unknown authority): the status carries the error
+		// for watchers, and goes with the last interest.
 		c.mu.Lock()
 		st := c.statusLocked(k)
-		st.err = err.Error()
+		if on {
+			st.interest++
+			st.err = err.Error()
+		} else if st.interest--; st.interest <= 0 {
+			delete(c.status, k)
+		}
 		c.mu.Unlock()
 		c.schedule(k)
 		return
@@ -218,8 +232,12 @@ func (c *Client) interest(i db.Interest, on bool) {
 		if st != nil {
 			alias = st.alias
 		}
+		linger := last && !ch.isHealthy()
+		if linger {
+			c.lingering[i] = ch
+		}
 		c.mu.Unlock()
-		if last {
+		if last && !linger {
 			c.evict(i, alias)
 		}
 		return
@@ -227,6 +245,7 @@ func (c *Client) interest(i db.Interest, on bool) {
 	params, _ := constraint.ParseParams(i.Params)
 	s := &upSub{name: i.Name, params: params, pkey: i.Params, tp2: i.Params != "" || c.o.Locators}
 	c.mu.Lock()
+	delete(c.lingering, i) // followed again: its cache entry is current once more
 	st := c.statusLocked(k)
 	st.interest++
 	if !st.got && !st.absent && st.timer == nil && ch.isConnected() {
@@ -345,7 +364,7 @@ func (c *Client) statusLocked(k [2]string) *resStatus {
 
 // startTimerLocked arms the does-not-exist timer (PROTOCOL.md §1.8).
 func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
-	if k[1] == db.Wildcard {
+	if k[1] == db.Wildcard || c.o.DoesNotExistTimeout < 0 {
 		return
 	}
 	st.timer = time.AfterFunc(c.o.DoesNotExistTimeout, func() {
@@ -360,6 +379,24 @@ func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
 		c.db.Update(db.Update{Known: []db.Interest{{Type: k[0], Name: k[1], Params: db.AnyParams}}})
 		c.schedule(k)
 	})
+}
+
+// healthy is told when a channel's stream has proved itself: cache entries
+// left lingering by interests that ended during the outage, and not taken
+// up again since, are evicted now that the upstream can be asked afresh.
+func (c *Client) healthy(ch *channel) {
+	c.mu.Lock()
+	var gone []db.Interest
+	for i, lch := range c.lingering {
+		if lch == ch {
+			gone = append(gone, i)
+			delete(c.lingering, i)
+		}
+	}
+	c.mu.Unlock()
+	for _, i := range gone {
+		c.evict(i, "")
+	}
 }
 
 // channelState is told when a channel's stream comes up or goes down: the

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -26,6 +27,9 @@ type decoded struct {
 	// VHDS: requested names the answer covers, and those not found.
 	aliases  map[string]string // alias → virtual host name
 	notFound []string
+	// noVariant: TP2 subscriptions a full-state response answered with
+	// variants of the name, none for their parameters.
+	noVariant []db.Interest
 	// answered: the names the response told something of, on stream gen.
 	answered []string
 	gen      int

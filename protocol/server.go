@@ -40,6 +40,12 @@ type Options struct {
 	// the variant; it waits for the fresh copy its subscription causes
 	// upstream (xDS: proxies may not cache such resources).
 	HonorDoNotCache bool
+	// PendingWait bounds how long a SotW full state (LDS, CDS) waits, in a
+	// cache, for names its source has not answered yet and the client
+	// never had; then it goes without them (a SotW upstream cannot say a
+	// resource does not exist, and the rest must not wait forever).
+	// Default 5s.
+	PendingWait time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
@@ -65,6 +71,9 @@ type Server struct {
 func NewServer(d *db.DB, o Options) *Server {
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 100000
+	}
+	if o.PendingWait <= 0 {
+		o.PendingWait = 5 * time.Second
 	}
 	if o.RequestRate <= 0 {
 		o.RequestRate = 100

@@ -2,12 +2,18 @@ package protocol_test
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -229,4 +235,32 @@ func TestSotW_1_10_WrappedOnlyForCapableClients(t *testing.T) {
 		t.Fatalf("capable client got %s", r.Resources[0].TypeUrl)
 	}
 	expectNames(t, r, resource.RouteURL, "r [env=test]")
+}
+
+// PROTOCOL.md §1.7 in a cache (a relay): a SotW full state waits for the
+// names its source has not answered — it would say they do not exist —
+// but only PendingWait for names the client never had (a SotW source may
+// never answer for them); they follow when they are known.
+func TestSotW_1_7_FullStateInACache(t *testing.T) {
+	d := db.NewCache(db.Hooks{})
+	ps := protocol.NewServer(d, protocol.Options{PendingWait: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, conn := protocoltest.Serve(t, ps.Register)
+	d.Update(db.Update{Rev: 1, Puts: []*resource.Variant{cluster("c").WithVersion("1")},
+		Known: []db.Interest{{Type: resource.ClusterURL, Name: "c", Params: db.AnyParams}}})
+	c := protocoltest.NewSotW(t, conn, nil)
+	start := time.Now()
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c", "x"}})
+	r := c.Recv()
+	if got := protocoltest.SotWNames(t, r); len(got) != 1 || got[0] != "c" {
+		t.Fatalf("full state: %v", got)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("answered after %s, before PendingWait: x might have been known by then", waited)
+	}
+	c.Ack(r, "c", "x")
+	d.Update(db.Update{Rev: 2, Puts: []*resource.Variant{cluster("x").WithVersion("2")},
+		Known: []db.Interest{{Type: resource.ClusterURL, Name: "x", Params: db.AnyParams}}})
+	if got := protocoltest.SotWNames(t, c.Recv()); len(got) != 2 {
+		t.Fatalf("once x is known: %v", got)
+	}
 }

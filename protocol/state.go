@@ -135,6 +135,11 @@ type typeState struct {
 	hbEvery time.Duration
 	hbAt    time.Time
 	beat    bool
+
+	// SotW full state: since when it has waited for names the source has
+	// not answered, and whether the timer must look again (PendingWait).
+	pendingSince time.Time
+	recheck      bool
 }
 
 // sent is a delta response a client may still ACK or NACK.
@@ -396,6 +401,33 @@ type want struct {
 	// would (a SotW full state, a wildcard's first answer) waits.
 	pending         bool
 	pendingWildcard bool
+	// pendingNames and pendingGlobs: which named and glob watches are
+	// pending. A name held by the client and pending now (a relay that
+	// let go of it and is fetching it again) is neither kept nor removed:
+	// nothing is said of it until the source answers.
+	pendingNames map[string]bool
+	pendingGlobs map[string]bool
+}
+
+// isPending reports whether n is subscribed but not known yet, by name,
+// through a pending glob, or through a pending wildcard.
+func (w *want) isPending(n string) bool {
+	if w.pendingNames[n] || w.pendingWildcard {
+		return true
+	}
+	if len(w.pendingGlobs) > 0 {
+		if g, ok := db.InGlob(n); ok && w.pendingGlobs[g] {
+			return true
+		}
+	}
+	return false
+}
+
+func mark(m *map[string]bool, n string) {
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	(*m)[n] = true
 }
 
 type noMatch struct {
@@ -528,6 +560,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl
 					w.globs[wt.name] = forced
 				default:
 					w.pending = true
+					mark(&w.pendingGlobs, wt.name)
 				}
 				continue
 			}
@@ -563,6 +596,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl
 				}
 			} else {
 				w.pending = true
+				mark(&w.pendingNames, wt.name)
 			}
 		}
 	}

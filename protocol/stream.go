@@ -89,8 +89,8 @@ func (s *stream) signal() {
 func (s *stream) run(ctx context.Context) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.recvLoop(ctx) }()
-	// hb fires when TTL heartbeats are due (PROTOCOL.md §2.7); it is armed
-	// only on delta streams whose client holds variants with a TTL.
+	// hb fires when TTL heartbeats are due (PROTOCOL.md §2.7), or when a
+	// SotW full state has waited for the source long enough (PendingWait).
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	defer hb.Stop()
@@ -98,7 +98,7 @@ func (s *stream) run(ctx context.Context) error {
 		select {
 		case <-s.wake:
 		case <-hb.C:
-			s.heartbeatsDue(time.Now())
+			s.timerDue(time.Now())
 		case err := <-recvErr:
 			return err
 		case <-ctx.Done():
@@ -116,7 +116,7 @@ func (s *stream) run(ctx context.Context) error {
 				s.srv.metrics.sent(o)
 			}
 		}
-		if next, ok := s.nextHeartbeat(); ok {
+		if next, ok := s.nextTimer(); ok {
 			hb.Reset(time.Until(next))
 		}
 	}
@@ -627,22 +627,41 @@ func (s *stream) heartbeatsDue(now time.Time) {
 	}
 }
 
-// nextHeartbeat is when the next heartbeat round is due, if any is.
-func (s *stream) nextHeartbeat() (time.Time, bool) {
-	if !s.ttl {
-		return time.Time{}, false
-	}
+// nextTimer is when the stream's timer must next fire, if at all: for a
+// heartbeat round, or to stop a SotW full state from waiting longer for
+// names the source has not answered.
+func (s *stream) nextTimer() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var next time.Time
+	earlier := func(at time.Time) {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
 	for _, ts := range s.types {
 		if ts.hbEvery > 0 {
-			if at := ts.hbAt.Add(ts.hbEvery); next.IsZero() || at.Before(next) {
-				next = at
-			}
+			earlier(ts.hbAt.Add(ts.hbEvery))
+		}
+		if ts.recheck && !ts.pendingSince.IsZero() {
+			earlier(ts.pendingSince.Add(s.srv.opts.PendingWait))
 		}
 	}
 	return next, !next.IsZero()
+}
+
+// timerDue marks what is due at now: heartbeat rounds, and full states
+// that have waited long enough.
+func (s *stream) timerDue(now time.Time) {
+	s.heartbeatsDue(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ts := range s.types {
+		if ts.recheck && !ts.pendingSince.IsZero() && !now.Before(ts.pendingSince.Add(s.srv.opts.PendingWait)) {
+			ts.recheck = false
+			ts.markRequested()
+		}
+	}
 }
 
 // heartbeats appends a heartbeat response for each type whose round is
@@ -722,6 +741,30 @@ func protoNonce(delta bool) protowire.Number {
 // computeSotW builds the SotW response due for one type, if any. With
 // deferRemovals, a full-state response first keeps the resources it would
 // drop, and a second response drops them.
+// pendingBlocks says whether a SotW full state must wait for the source:
+// while a wildcard's first answer is pending, or a name the client holds
+// is (leaving it out would delete it there) — or, for Options.PendingWait,
+// a name it does not hold yet: left out, such a name is only not there yet.
+func (s *stream) pendingBlocks(ts *typeState, w *want) bool {
+	if w.pendingWildcard {
+		return true
+	}
+	for n, h := range ts.held.m {
+		if !h.absent && w.isPending(n) {
+			return true
+		}
+	}
+	now := time.Now()
+	if ts.pendingSince.IsZero() {
+		ts.pendingSince = now
+	}
+	if now.Sub(ts.pendingSince) >= s.srv.opts.PendingWait {
+		return false
+	}
+	ts.recheck = true
+	return true
+}
+
 func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferRemovals bool) (now, later *response) {
 	full := ts.typ.FullState || ts.dirtyAll
 	var only map[string]struct{}
@@ -738,12 +781,13 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
-	if ts.typ.FullState && w.pending {
+	if ts.typ.FullState && w.pending && s.pendingBlocks(ts, w) {
 		// A full state would say the names not known yet do not exist:
 		// wait, keeping what is due, until the source answers for them.
 		ts.dirty = nil
 		return nil, nil
 	}
+	ts.pendingSince = time.Time{}
 	defer ts.reset()
 	resp := &response{typeURL: ts.typ.URL, sotw: true, version: version}
 	changed := false
@@ -918,6 +962,9 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 				removeHeld(target, n, h)
 			}
 			ts.setHeld(n, &held{absent: true})
+		case h != nil && !h.absent && w.isPending(n):
+			// Subscribed, but not known yet (a relay fetching it again):
+			// the client keeps what it has until the source answers.
 		case h != nil:
 			// Held but no longer wanted: deleted (or no variant matches the
 			// client any more) while still subscribed, which the client must

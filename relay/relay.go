@@ -51,6 +51,13 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	// relay's upstreams unless the bootstrap maps it elsewhere.
 	co.Locators = true
 	co.AnyAuthority = true
+	if co.DoesNotExistTimeout == 0 {
+		// A relay says "does not exist" only when its upstream does: a
+		// resource merely slow to come (an upstream relay cut off from its
+		// origin) must not be removed from every client below. Leaf
+		// clients keep their own timers.
+		co.DoesNotExistTimeout = -1
+	}
 	co.Subscribed = func(i db.Interest, cached bool) {
 		t := resource.ForURL(i.Type).Name
 		if cached {

@@ -1,8 +1,11 @@
 package relay_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/relay"
 	"github.com/xdsd/xdsd/resource"
@@ -28,6 +32,48 @@ type relayUnderTest struct {
 	reg  *prometheus.Registry
 	addr string
 	conn *grpc.ClientConn
+	logs *logEvents
+}
+
+// logEvents hands a test the messages a relay logs, to wait on: "xDS
+// stream lost" is the relay noticing an outage.
+type logEvents struct {
+	mu   sync.Mutex
+	subs map[string][]chan struct{}
+}
+
+func (l *logEvents) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logEvents) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logEvents) WithGroup(string) slog.Handler            { return l }
+func (l *logEvents) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.subs[r.Message] {
+		close(ch)
+	}
+	delete(l.subs, r.Message)
+	return nil
+}
+
+// next returns a channel closed when msg is next logged.
+func (l *logEvents) next(msg string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch := make(chan struct{})
+	if l.subs == nil {
+		l.subs = map[string][]chan struct{}{}
+	}
+	l.subs[msg] = append(l.subs[msg], ch)
+	return ch
+}
+
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(protocoltest.Wait):
+		t.Fatalf("no %s", what)
+	}
 }
 
 func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
@@ -45,14 +91,16 @@ func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := relay.New(b, relay.Options{Logger: servertest.Quiet, Registerer: reg,
-		Client: client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}})
+	logs := &logEvents{}
+	r, err := relay.New(b, relay.Options{Logger: slog.New(logs), Registerer: reg,
+		Client:   client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond},
+		Protocol: protocol.Options{PendingWait: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close) // after the server's cleanup: streams first, then the relay
 	addr, conn := protocoltest.Serve(t, r.Register)
-	return &relayUnderTest{r: r, reg: reg, addr: addr, conn: conn}
+	return &relayUnderTest{r: r, reg: reg, addr: addr, conn: conn, logs: logs}
 }
 
 func clusterDoc(name, tag string) string {
@@ -320,5 +368,98 @@ func TestFederatedUpstreamsAndTheirMetrics(t *testing.T) {
 				t.Errorf("upstream subscriptions: %v", mf.GetMetric())
 			}
 		}
+	}
+}
+
+// TP2 "Best Practices": with no variant for a client's parameters, the
+// resource does not exist for it — also through a relay that holds the
+// name for other parameters (it must not wait for an answer that the
+// origin gives only by variant).
+func TestNoVariantForOneParameterSet(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply(routeVariant("env=prod", "prod") + "---\nname: c\nconstraints: env=prod\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n---\n" + clusterDoc("d", "1"))
+			rl := startRelay(t, o.Addr, sotw)
+			prod := protocoltest.NewDelta(t, rl.conn, nil)
+			prod.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
+			if got := protocoltest.Describe(prod.Recv()); got != "route.v3.RouteConfiguration: r [env=prod]" {
+				t.Fatalf("env=prod: %s", got)
+			}
+			if !sotw {
+				// (A SotW upstream has no way to say a route does not exist:
+				// PROTOCOL.md §1.8. Clients time out on their own.)
+				qa := protocoltest.NewDelta(t, rl.conn, nil)
+				qa.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "qa")}})
+				if got := protocoltest.Describe(qa.Recv()); got != "route.v3.RouteConfiguration: -r" {
+					t.Fatalf("env=qa: %s", got)
+				}
+			}
+			// A legacy SotW client whose metadata matches no variant of c
+			// gets the full state without it — not no state at all.
+			p := protocoltest.NewSotW(t, rl.conn, protocoltest.Node("p", map[string]string{"env": "prod"}))
+			p.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c", "d"}})
+			if got := protocoltest.SotWNames(t, p.Recv()); len(got) != 2 {
+				t.Fatalf("env=prod clusters: %v", got)
+			}
+			q := protocoltest.NewSotW(t, rl.conn, protocoltest.Node("q", map[string]string{"env": "qa"}))
+			q.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c", "d"}})
+			if got := protocoltest.SotWNames(t, q.Recv()); len(got) != 1 || got[0] != "d" {
+				t.Fatalf("env=qa clusters: %v", got)
+			}
+		})
+	}
+}
+
+// A client restarted during an outage is served from the cache even if it
+// was the last subscriber of what it asks for; what nobody asks for again
+// is dropped once the upstream is back.
+func TestCacheOutlivesItsLastSubscriberDuringAnOutage(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(clusterDoc("c", "1") + "---\n" + clusterDoc("x", "1") + "---\n" + clusterDoc("y", "1"))
+	rl := startRelay(t, o.Addr, false)
+	a := protocoltest.NewDelta(t, rl.conn, nil)
+	a.Sub(resource.ClusterURL, "c", "x", "y")
+	for n := 0; n < 3; {
+		r := a.Recv()
+		n += len(r.Resources)
+		a.Ack(r)
+	}
+	lost := rl.logs.next("xDS stream lost")
+	o.Stop()
+	waitFor(t, lost, "outage noticed by the relay")
+	// The client lets go of c and x — their last subscriber — and asks for
+	// c again: one stream's requests are taken in order, and a new
+	// subscription is always answered (§2.2), here from the cache.
+	a.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"c", "x"}})
+	a.Sub(resource.ClusterURL, "c")
+	r := a.Recv()
+	if got := protocoltest.Describe(r); got != "cluster.v3.Cluster: c" {
+		t.Fatalf("c asked for again during the outage: %s", got)
+	}
+	a.Ack(r)
+	// Back: x, which nobody asked for again, leaves the cache (the first
+	// response after the reconnection proves the upstream healthy, and
+	// the relay lets go of it before applying the response).
+	o.Apply(clusterDoc("y", "2"))
+	o.Start()
+	for {
+		r := a.Recv()
+		a.Ack(r)
+		if len(r.Resources) == 1 && r.Resources[0].Name == "y" && strings.Contains(r.Resources[0].Resource.String(), "2") {
+			break
+		}
+	}
+	_, vs, err := rl.r.Resources(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names)
+	if fmt.Sprint(names) != "[c y]" {
+		t.Errorf("cached after the outage: %v, want [c y]", names)
 	}
 }
