@@ -480,8 +480,14 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
 	add := func(v *resource.Variant, wt *watch, alias string) {
-		if honorDNC && v.DoNotCache && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
-			return // a copy fetched for this subscription is on its way
+		if honorDNC && v.DoNotCache && wt.kind == watchName && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
+			// A copy fetched for this subscription is on its way: until it
+			// comes, nothing is said of the name (a SotW full state waits).
+			// (A wildcard or glob cannot fetch one member afresh; its
+			// subscribers get the cached copy.)
+			w.pending = true
+			mark(&w.pendingNames, v.Name)
+			return
 		}
 		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll, ttl: ttl && v.TTL > 0}
 		if wrapAll {

@@ -463,3 +463,44 @@ func TestCacheOutlivesItsLastSubscriberDuringAnOutage(t *testing.T) {
 		t.Errorf("cached after the outage: %v, want [c y]", names)
 	}
 }
+
+// do_not_cache in a SotW full state: a new subscriber's first CDS state
+// waits for the fresh copy of the cluster it may not be served from the
+// cache — without it, the state would say the cluster does not exist —
+// and the subscriber before it sees no state without the cluster.
+func TestDoNotCacheInAFullState(t *testing.T) {
+	for _, sotwUp := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream sotw=", sotwUp), func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n---\n" + clusterDoc("d", "1"))
+			rl := startRelay(t, o.Addr, sotwUp)
+			s1 := protocoltest.NewSotW(t, rl.conn, nil)
+			s1.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c", "d"}})
+			r := s1.Recv()
+			if got := protocoltest.SotWNames(t, r); len(got) != 2 {
+				t.Fatalf("first subscriber: %v", got)
+			}
+			s1.Ack(r, "c", "d")
+			s2 := protocoltest.NewSotW(t, rl.conn, nil)
+			s2.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c", "d"}})
+			r = s2.Recv()
+			if got := protocoltest.SotWNames(t, r); len(got) != 2 {
+				t.Fatalf("second subscriber's first state: %v", got)
+			}
+			s2.Ack(r, "c", "d")
+			// Whatever the first subscriber was sent meanwhile held c.
+			for {
+				select {
+				case r := <-s1.Resps:
+					if got := protocoltest.SotWNames(t, r); len(got) != 2 {
+						t.Fatalf("first subscriber got a state without c: %v", got)
+					}
+					s1.Ack(r, "c", "d")
+					continue
+				default:
+				}
+				break
+			}
+		})
+	}
+}
