@@ -73,6 +73,7 @@ type table struct {
 	typ      *resource.Type
 	known    map[string]map[string]bool // cache: name (also Wildcard, globs, VHDS names) → parameter keys the source has answered
 	entries  map[string]*entry
+	ttls     int // variants with a TTL
 	wildcard map[*Subscriber]int
 	globs    map[string]*glob // by canonical glob URL
 	vhds     map[string]*vhds // VirtualHost only: by route configuration name
@@ -81,6 +82,7 @@ type table struct {
 type entry struct {
 	name     string
 	changed  int64               // the revision that last changed the variants
+	ttls     int                 // variants with a TTL
 	variants []*resource.Variant // sorted by constraint key
 	subs     map[*Subscriber]int
 	// globKey is the glob collection that holds this entry while it has
@@ -293,6 +295,14 @@ func (d *DB) Update(u Update) {
 	}
 	for e, t := range touched {
 		e.changed = d.rev
+		ttls := 0
+		for _, v := range e.variants {
+			if v.TTL > 0 {
+				ttls++
+			}
+		}
+		t.ttls += ttls - e.ttls
+		e.ttls = ttls
 		d.reindex(t, e)
 		m.entry(t, e)
 		t.gc(e)
@@ -643,6 +653,13 @@ type Reader struct{ d *DB }
 
 // Rev is the revision being read.
 func (r *Reader) Rev() int64 { return r.d.rev }
+
+// HasTTL reports whether any variant of a type has a TTL (so streams need
+// heartbeat rounds; PROTOCOL.md §2.7).
+func (r *Reader) HasTTL(typeURL string) bool {
+	t := r.d.tables[typeURL]
+	return t != nil && t.ttls > 0
+}
 
 // Get returns the variant of a resource that matches params, or nil.
 func (r *Reader) Get(typeURL, n string, params constraint.Params) *resource.Variant {

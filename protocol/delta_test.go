@@ -313,6 +313,14 @@ func TestDelta_2_7_TTLAndHeartbeats(t *testing.T) {
 	d.Ack(r)
 	beat() // a heartbeat round's time has passed since d subscribed
 	d.Barrier(h.putSecret)
+	// A client reconnecting with a declared version is not sent a again,
+	// but its TTL is renewed all the same.
+	e := h.delta(node("ttl", nil, "xds.config.supports-resource-ttl"))
+	e.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"a"},
+		InitialResourceVersions: map[string]string{"a": version}})
+	if hb := e.Recv(); len(hb.Resources) != 1 || hb.Resources[0].Resource != nil || hb.Resources[0].Version != version {
+		t.Fatalf("after reconnection, want a heartbeat of a@%s, got %v", version, hb)
+	}
 	// Resent without a TTL, the TTL is gone.
 	h.put(cluster("a"))
 	for {

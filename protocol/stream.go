@@ -600,6 +600,13 @@ func (s *stream) collect() []out {
 			if later != nil {
 				last, lastOwners = append(last, later), append(lastOwners, ts)
 			}
+			if s.ttl && ts.hbEvery == 0 && r.HasTTL(ts.typ.URL) {
+				// Variants with a TTL exist: a first round soon finds
+				// whether the client holds any (some may never have been
+				// sent on this stream: declared on reconnection) and how
+				// often they need renewing.
+				ts.hbEvery, ts.hbAt = heartbeatProbe, time.Now()
+			}
 		}
 	})
 	res := make([]out, 0, len(first)+len(last))
@@ -615,6 +622,14 @@ func (s *stream) collect() []out {
 	}
 	return res
 }
+
+// heartbeatProbe is how soon after a response the first heartbeat round
+// looks at what a client holds, and minHeartbeat the shortest interval
+// between rounds (an upstream's TTLs may be shorter than xdsd allows).
+const (
+	heartbeatProbe = 50 * time.Millisecond
+	minHeartbeat   = 25 * time.Millisecond
+)
 
 // heartbeatsDue marks the types whose heartbeat round is due at now.
 func (s *stream) heartbeatsDue(now time.Time) {
@@ -677,10 +692,14 @@ func (s *stream) heartbeats(res []out) []out {
 		}
 		ts.beat = false
 		r := &response{typeURL: ts.typ.URL, version: ts.sentVersion}
+		var shortest time.Duration
 		for n, h := range ts.held.m {
 			for _, hv := range h.variants {
 				if hv.v != nil && hv.v.TTL > 0 && hv.version == hv.v.Version {
 					r.items = append(r.items, item{v: hv.v, name: n, tp2: hv.tp2, ttl: true, heartbeat: true})
+					if shortest == 0 || hv.v.TTL < shortest {
+						shortest = hv.v.TTL
+					}
 				}
 			}
 		}
@@ -689,6 +708,7 @@ func (s *stream) heartbeats(res []out) []out {
 			ts.hbEvery = 0 // nothing with a TTL is held any more
 			continue
 		}
+		ts.hbEvery = max(shortest/2, minHeartbeat)
 		slices.SortFunc(r.items, func(a, b item) int { return strings.Compare(a.name, b.name) })
 		res = append(res, s.finish(ts, r))
 	}
@@ -710,10 +730,11 @@ func (s *stream) finish(ts *typeState, r *response) out {
 	now := time.Now()
 	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, now
 	if s.ttl {
-		// Heartbeat rounds come every half of the shortest TTL sent.
+		// Heartbeat rounds come every half of the shortest TTL held: one
+		// sent now may be shorter than those before.
 		for _, it := range r.items {
 			if it.ttl && !it.heartbeat {
-				if every := it.v.TTL / 2; ts.hbEvery == 0 || every < ts.hbEvery {
+				if every := max(it.v.TTL/2, minHeartbeat); ts.hbEvery == 0 || every < ts.hbEvery {
 					if ts.hbEvery == 0 {
 						ts.hbAt = now
 					}
