@@ -72,6 +72,11 @@ type upType struct {
 	// or that they do not exist).
 	fresh   map[string]bool
 	refresh map[string]int
+
+	// ttl: the TTL timer of each held variant that has one, by name and
+	// constraint key (PROTOCOL.md §2.7): it runs across outages, which is
+	// the point, and is renewed by a heartbeat or a new copy.
+	ttl map[[2]string]*time.Timer
 }
 
 // sentRequests tracks which subscriptions a stream's SotW requests of one
@@ -268,6 +273,12 @@ func (ch *channel) close() {
 	ch.closeConns()
 	ch.mu.Lock()
 	ch.connected = -1
+	for _, t := range ch.types {
+		for _, tm := range t.ttl {
+			tm.Stop()
+		}
+		t.ttl = nil
+	}
 	ch.mu.Unlock()
 }
 
@@ -346,6 +357,12 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	} else if !wants(name) {
 		delete(t.held, name)
 	}
+	for k, tm := range t.ttl {
+		if t.held[k[0]] == nil {
+			tm.Stop()
+			delete(t.ttl, k)
+		}
+	}
 	ch.signal()
 	ch.mu.Unlock()
 	if collection && !wants(name) {
@@ -356,7 +373,7 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 // isCollection reports whether a subscription is to many resources: the
 // wildcard or a glob.
 func isCollection(n string) bool {
-	return n == db.Wildcard || strings.HasSuffix(strings.SplitN(n, "?", 2)[0], "/*")
+	return n == db.Wildcard || db.IsGlob(n)
 }
 
 // wanted returns whether a name is still subscribed: by name, by the
@@ -708,13 +725,17 @@ func (ch *channel) recvLoop(st adsStream, i int) error {
 }
 
 // node returns the node to send on a stream's first request, with the
-// client features this client has.
-func (ch *channel) node() *corev3.Node {
+// client features this client has: it unwraps SotW resources, and over
+// delta it honours TTLs and heartbeats (PROTOCOL.md §2.7).
+func (ch *channel) node(delta bool) *corev3.Node {
 	n := &corev3.Node{}
 	if ch.c.b.Node != nil {
 		n = proto.Clone(ch.c.b.Node).(*corev3.Node)
 	}
 	n.ClientFeatures = append(n.ClientFeatures, "xds.config.resource-in-sotw", "xds.config.supports-resource-in-sotw")
+	if delta {
+		n.ClientFeatures = append(n.ClientFeatures, "xds.config.supports-resource-ttl")
+	}
 	return n
 }
 
@@ -759,9 +780,9 @@ func (ch *channel) requests(srv ServerConfig) []proto.Message {
 		if first && !ch.anyRequested() {
 			switch r := req.(type) {
 			case *discoveryv3.DiscoveryRequest:
-				r.Node = ch.node()
+				r.Node = ch.node(false)
 			case *discoveryv3.DeltaDiscoveryRequest:
-				r.Node = ch.node()
+				r.Node = ch.node(true)
 			}
 		}
 		first = false
@@ -1065,6 +1086,7 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		}
 		delete(t.held, n)
 	}
+	ch.ttls(t, b)
 	u.Known = append(t.answered(b), b.noVariant...)
 	b.gen = ch.gen
 	for _, ns := range [][]string{b.removed, b.emptied, b.notFound} {
@@ -1077,6 +1099,65 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		b.answered = append(b.answered, a)
 	}
 	return u
+}
+
+// ttls keeps the TTL timers in step with a response (ch.mu is held): a
+// variant with a TTL (re)starts its timer, one without stops it, a
+// heartbeat of the version held renews it, a removal stops it.
+func (ch *channel) ttls(t *upType, b *decoded) {
+	for _, v := range b.puts {
+		ch.setTTL(t, v.Name, v.Constraints.Key(), v.Version, v.TTL)
+	}
+	for _, h := range b.heartbeats {
+		if t.held[h.name][h.ckey] == h.version {
+			ch.setTTL(t, h.name, h.ckey, h.version, h.ttl)
+			ch.c.o.Logger.Debug("xDS TTL renewed", "type", t.url, "name", h.name, "ttl", h.ttl)
+		}
+	}
+	for _, k := range b.gone {
+		ch.setTTL(t, k.Name, k.Constraints, "", 0)
+	}
+	for _, n := range b.removed {
+		for k := range t.ttl {
+			if k[0] == n {
+				ch.setTTL(t, n, k[1], "", 0)
+			}
+		}
+	}
+}
+
+// setTTL starts (ttl > 0) or stops a held variant's TTL timer.
+func (ch *channel) setTTL(t *upType, n, ck, version string, ttl time.Duration) {
+	k := [2]string{n, ck}
+	if old := t.ttl[k]; old != nil {
+		old.Stop()
+		delete(t.ttl, k)
+	}
+	if ttl <= 0 {
+		return
+	}
+	if t.ttl == nil {
+		t.ttl = map[[2]string]*time.Timer{}
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(ttl, func() { ch.expire(t.url, n, ck, version, tm) })
+	t.ttl[k] = tm
+}
+
+// expire drops a variant whose TTL ran out with no renewal: to the cache
+// and its watchers, as if the server had removed it.
+func (ch *channel) expire(typeURL, n, ck, version string, tm *time.Timer) {
+	ch.mu.Lock()
+	t := ch.types[typeURL]
+	if t == nil || t.ttl[[2]string{n, ck}] != tm || t.held[n][ck] != version {
+		ch.mu.Unlock()
+		return // renewed, replaced or gone meanwhile
+	}
+	d := &decoded{gone: []resource.Key{{Type: typeURL, Name: n, Constraints: ck}}}
+	up := ch.apply(t, d, false)
+	ch.mu.Unlock()
+	ch.c.o.Logger.Info("xDS resource expired: its TTL passed with no renewal", "type", typeURL, "name", n, "constraints", ck, "version", version)
+	ch.c.applied(ch, typeURL, up, d)
 }
 
 // anyMatches reports whether a variant of n among vs matches params.

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,7 +281,7 @@ func (c *Client) evict(i db.Interest, alias string) {
 		switch {
 		case i.Name == db.Wildcard:
 			names = r.Names(i.Type)
-		case strings.HasSuffix(strings.SplitN(i.Name, "?", 2)[0], "/*"):
+		case db.IsGlob(i.Name):
 			names = r.GlobNames(i.Type, i.Name)
 		default:
 			names = []string{i.Name}

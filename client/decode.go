@@ -3,6 +3,7 @@ package client
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
@@ -27,12 +28,20 @@ type decoded struct {
 	// VHDS: requested names the answer covers, and those not found.
 	aliases  map[string]string // alias → virtual host name
 	notFound []string
+	// heartbeats (delta): payload-less resources renewing the TTL of the
+	// version held (PROTOCOL.md §2.7).
+	heartbeats []heartbeat
 	// noVariant: TP2 subscriptions a full-state response answered with
 	// variants of the name, none for their parameters.
 	noVariant []db.Interest
 	// answered: the names the response told something of, on stream gen.
 	answered []string
 	gen      int
+}
+
+type heartbeat struct {
+	name, ckey, version string
+	ttl                 time.Duration
 }
 
 func (d *decoded) reject(n, format string, args ...any) {
@@ -147,6 +156,7 @@ func (ch *channel) decodeDelta(t *upType, r *discoveryv3.DeltaDiscoveryResponse)
 				}
 			case t.held[n] != nil:
 				// A heartbeat: the version the client holds (§2.7).
+				d.heartbeats = append(d.heartbeats, heartbeat{n, cons.Key(), res.Version, res.GetTtl().AsDuration()})
 			default:
 				d.reject(n, "a resource without a payload is neither a heartbeat nor a VHDS answer")
 			}
@@ -156,6 +166,7 @@ func (ch *channel) decodeDelta(t *upType, r *discoveryv3.DeltaDiscoveryResponse)
 		if v == nil {
 			continue
 		}
+		v.TTL = res.GetTtl().AsDuration() // before anything encodes it
 		d.puts = append(d.puts, v)
 		for _, a := range res.Aliases {
 			if d.aliases == nil {

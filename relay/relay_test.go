@@ -504,3 +504,37 @@ func TestDoNotCacheInAFullState(t *testing.T) {
 		})
 	}
 }
+
+// TTLs pass through a relay (PROTOCOL.md §2.7): the relay renews them
+// downstream while its upstream renews them, and when the upstream goes,
+// they expire at the relay and are removed below — the one removal an
+// outage causes, because the resource's author asked for it.
+func TestTTLThroughARelay(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply("ttl: 400ms\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n")
+	rl := startRelay(t, o.Addr, false)
+	d := protocoltest.NewDelta(t, rl.conn, protocoltest.Node("ttl", nil, "xds.config.supports-resource-ttl"))
+	d.Sub(resource.ClusterURL, "c")
+	r := d.Recv()
+	if len(r.Resources) != 1 || r.Resources[0].GetTtl().AsDuration() != 400*time.Millisecond {
+		t.Fatalf("through the relay: %v", r)
+	}
+	d.Ack(r)
+	if hb := d.Recv(); len(hb.Resources) != 1 || hb.Resources[0].Resource != nil {
+		t.Fatalf("want a heartbeat, got %s", protocoltest.Describe(hb))
+	} else {
+		d.Ack(hb)
+	}
+	o.Stop()
+	for {
+		r := d.Recv()
+		d.Ack(r)
+		if len(r.Resources) == 1 && r.Resources[0].Resource == nil {
+			continue // heartbeats until the relay's copy expires
+		}
+		if got := protocoltest.Describe(r); got != "cluster.v3.Cluster: -c" {
+			t.Fatalf("after the upstream went: %s", got)
+		}
+		break
+	}
+}

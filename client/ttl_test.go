@@ -1,0 +1,56 @@
+package client_test
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// PROTOCOL.md §2.7 from the client's side, against a real server: a
+// variant with a TTL arrives with it, heartbeats renew it while the server
+// is there, and once it is gone the variant expires: removed from the
+// cache and reported to watchers.
+func TestTTLRenewedThenExpired(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply("ttl: 300ms\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n")
+	logs := newLogRecorder()
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{Logger: slog.New(logs)})
+	events := make(chan client.Event, 10)
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, "c", func(e client.Event) { events <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	e := <-events
+	if e.Kind != client.Updated || e.Variant.TTL != 300*time.Millisecond {
+		t.Fatalf("first event %v, TTL %v", e.Kind, e.Variant)
+	}
+	// Two heartbeats: the variant has outlived its TTL, renewed.
+	deadline := time.After(wait)
+	for logs.count("DEBUG xDS TTL renewed", "name=c") < 2 {
+		select {
+		case <-logs.wrote:
+		case <-deadline:
+			t.Fatal("fewer than two heartbeats")
+		}
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("while renewed: %v", e.Kind)
+	default:
+	}
+	o.Stop()
+	select {
+	case e := <-events:
+		if e.Kind != client.Removed {
+			t.Fatalf("after the server went: %v, want Removed", e.Kind)
+		}
+	case <-time.After(wait):
+		t.Fatal("the variant did not expire")
+	}
+	logs.await(t, "INFO xDS resource expired", "name=c")
+}
