@@ -21,6 +21,7 @@ import (
 
 	"github.com/xdsd/xdsd/admin"
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -312,7 +313,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, n := range names {
-		multi := n == "*" || strings.HasSuffix(strings.SplitN(n, "?", 2)[0], "/*")
+		multi := n == db.Wildcard || db.IsGlob(n)
 		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
 			mu.Lock()
 			defer mu.Unlock()
