@@ -117,3 +117,64 @@ func (s *stream) handlePlainAck(a plainAck) bool {
 	s.ackOrNack(ts, ts.nonce, string(a.version), "", false, time.Now())
 	return true
 }
+
+// Field numbers of DeltaDiscoveryRequest that a plain delta ACK carries.
+const (
+	deltaReqTypeURL = 2
+	deltaReqNonce   = 6
+)
+
+// readPlainDeltaAck reads a delta request that carries only a type URL and
+// a response nonce — an ACK, in the common case — without decoding it. ok
+// is false for any other request.
+func readPlainDeltaAck(b []byte) (typeURL, nonce []byte, ok bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil, nil, false
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, nil, false
+		}
+		b = b[n:]
+		switch num {
+		case deltaReqTypeURL:
+			typeURL = v
+		case deltaReqNonce:
+			nonce = v
+		default: // node, subscriptions, an error: decoded in full
+			return nil, nil, false
+		}
+	}
+	return typeURL, nonce, len(nonce) > 0
+}
+
+// handlePlainDeltaAck acknowledges a response (§2.1) without decoding the
+// request; it reports false, having changed nothing, when the request
+// needs the full path (an unknown type or stream state not set up yet).
+func (s *stream) handlePlainDeltaAck(typeURL, nonce []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node == nil {
+		return false
+	}
+	t := string(typeURL)
+	if s.fixedType != "" && (t == "" || t == s.fixedType) {
+		t = s.fixedType
+	}
+	ts := s.types[t]
+	if ts == nil {
+		return false
+	}
+	s.requests++
+	for _, r := range ts.recent {
+		if r.nonce == string(nonce) {
+			s.ackOrNack(ts, r.nonce, r.version, "", false, time.Now())
+			return true
+		}
+	}
+	ts.counters(s.srv.metrics).stale.Inc()
+	return true
+}

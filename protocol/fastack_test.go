@@ -40,3 +40,35 @@ func TestPlainAckMatchesFullDecode(t *testing.T) {
 		}
 	}
 }
+
+// Only a request with nothing but a type URL and a nonce takes the delta
+// fast path; anything else — a node, a subscription change, a NACK — is
+// decoded in full.
+func TestPlainDeltaAck(t *testing.T) {
+	enc := func(r *discoveryv3.DeltaDiscoveryRequest) []byte {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	const typ = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	tu, n, ok := readPlainDeltaAck(enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typ, ResponseNonce: "7"}))
+	if !ok || string(tu) != typ || string(n) != "7" {
+		t.Errorf("plain ACK: %q %q %v", tu, n, ok)
+	}
+	for name, r := range map[string]*discoveryv3.DeltaDiscoveryRequest{
+		"no nonce":     {TypeUrl: typ},
+		"node":         {TypeUrl: typ, ResponseNonce: "7", Node: &corev3.Node{Id: "n"}},
+		"subscribe":    {TypeUrl: typ, ResponseNonce: "7", ResourceNamesSubscribe: []string{"a"}},
+		"unsubscribe":  {TypeUrl: typ, ResponseNonce: "7", ResourceNamesUnsubscribe: []string{"a"}},
+		"NACK":         {TypeUrl: typ, ResponseNonce: "7", ErrorDetail: &status.Status{Code: 13, Message: "bad"}},
+		"initial":      {TypeUrl: typ, ResponseNonce: "7", InitialResourceVersions: map[string]string{"a": "1"}},
+		"locators":     {TypeUrl: typ, ResponseNonce: "7", ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{{Name: "a"}}},
+		"unsub by loc": {TypeUrl: typ, ResponseNonce: "7", ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{{Name: "a"}}},
+	} {
+		if _, _, ok := readPlainDeltaAck(enc(r)); ok {
+			t.Errorf("%s: took the fast path", name)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -56,8 +57,9 @@ type stream struct {
 	mu         sync.Mutex
 	node       *corev3.Node
 	nodeParams constraint.Params
-	wrap       bool // SotW client takes wrapped resources
-	ttl        bool // delta client supports TTLs and heartbeats (§2.7)
+	wrap       bool        // SotW client takes wrapped resources
+	ttl        bool        // delta client supports TTLs and heartbeats (§2.7)
+	rechecks   atomic.Bool // a SotW full state has waited for its source (PendingWait)
 	types      map[string]*typeState
 	nonces     uint64
 	watchCount int
@@ -126,10 +128,16 @@ func (s *stream) recvLoop(ctx context.Context) error {
 	for {
 		var err error
 		if s.delta {
-			req := &discoveryv3.DeltaDiscoveryRequest{}
-			if err = s.ss.RecvMsg(req); err == nil {
+			if err = s.ss.RecvMsg(&s.raw); err == nil {
 				if err = s.limiter.wait(ctx); err == nil {
-					err = s.handleDelta(req)
+					if t, n, ok := readPlainDeltaAck(s.raw.b); !ok || !s.handlePlainDeltaAck(t, n) {
+						req := &discoveryv3.DeltaDiscoveryRequest{}
+						if err = proto.Unmarshal(s.raw.b, req); err != nil {
+							err = status.Errorf(codes.InvalidArgument, "bad DeltaDiscoveryRequest: %v", err)
+						} else {
+							err = s.handleDelta(req)
+						}
+					}
 				}
 			}
 		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
@@ -646,6 +654,9 @@ func (s *stream) heartbeatsDue(now time.Time) {
 // heartbeat round, or to stop a SotW full state from waiting longer for
 // names the source has not answered.
 func (s *stream) nextTimer() (time.Time, bool) {
+	if !s.ttl && !s.rechecks.Load() {
+		return time.Time{}, false // the common case: nothing timed, no lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var next time.Time
@@ -783,6 +794,7 @@ func (s *stream) pendingBlocks(ts *typeState, w *want) bool {
 		return false
 	}
 	ts.recheck = true
+	s.rechecks.Store(true)
 	return true
 }
 
