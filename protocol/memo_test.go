@@ -67,7 +67,7 @@ func TestMemoRespectsDoNotCache(t *testing.T) {
 // its resources.
 func decodeOut(t *testing.T, o out, delta bool) []string {
 	t.Helper()
-	bs, err := (codec{proto: encoding.GetCodecV2("proto")}).Marshal(o.enc)
+	bs, err := (codec{proto: encoding.GetCodecV2("proto")}).Marshal(&o.enc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func (r *pushRig) push(tb testing.TB) int {
 		if len(outs) != 1 {
 			tb.Fatalf("stream %d: %d responses", st.id, len(outs))
 		}
-		bs, err := r.codec.Marshal(outs[0].enc)
+		bs, err := r.codec.Marshal(&outs[0].enc)
 		if err != nil {
 			tb.Fatal(err)
 		}

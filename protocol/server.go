@@ -272,7 +272,7 @@ func (m *metrics) forType(name string) *typeCounters {
 	return c
 }
 
-func (m *metrics) sent(o out) {
+func (m *metrics) sent(o *out) {
 	o.counters.pushes.Inc()
 	o.counters.resources.Add(float64(o.items))
 	o.counters.bytes.Add(float64(len(o.enc.Body) + len(o.enc.Nonce)))

@@ -60,6 +60,7 @@ type stream struct {
 	wrap       bool        // SotW client takes wrapped resources
 	ttl        bool        // delta client supports TTLs and heartbeats (§2.7)
 	rechecks   atomic.Bool // a SotW full state has waited for its source (PendingWait)
+	outs       []out       // collect's result, reused (guarded by mu)
 	types      map[string]*typeState
 	nonces     uint64
 	watchCount int
@@ -111,11 +112,11 @@ func (s *stream) run(ctx context.Context) error {
 			if len(out) == 0 {
 				break
 			}
-			for _, o := range out {
-				if err := s.ss.SendMsg(o.enc); err != nil {
+			for i := range out {
+				if err := s.ss.SendMsg(&out[i].enc); err != nil {
 					return err
 				}
-				s.srv.metrics.sent(o)
+				s.srv.metrics.sent(&out[i])
 			}
 		}
 		if next, ok := s.nextTimer(); ok {
@@ -551,7 +552,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 type out struct {
 	typ      *resource.Type
 	counters *typeCounters
-	enc      *Encoded
+	enc      Encoded
 	items    int
 	since    time.Time
 }
@@ -617,7 +618,9 @@ func (s *stream) collect() []out {
 			}
 		}
 	})
-	res := make([]out, 0, len(first)+len(last))
+	// The run loop sends the responses before it collects again, so the
+	// stream keeps one slice for them.
+	res := s.outs[:0]
 	for i, r := range append(first, last...) {
 		ts := append(owners, lastOwners...)[i]
 		res = append(res, s.finish(ts, r))
@@ -628,6 +631,7 @@ func (s *stream) collect() []out {
 	if beats {
 		res = s.heartbeats(res)
 	}
+	s.outs = res
 	return res
 }
 
@@ -737,7 +741,7 @@ func (s *stream) finish(ts *typeState, r *response) out {
 	s.nonces++
 	nonce := strconv.FormatUint(s.nonces, 10)
 	field := protoNonce(s.delta)
-	enc := &Encoded{Body: r.encoded(s.srv.cache), Nonce: nonceField(field, nonce)}
+	enc := Encoded{Body: r.encoded(s.srv.cache), Nonce: nonceField(field, nonce)}
 	now := time.Now()
 	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, now
 	if s.ttl {
