@@ -7,9 +7,11 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/protocol/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -105,7 +107,8 @@ func TestDelta_2_3_Unsubscribe(t *testing.T) {
 // PROTOCOL.md §2.1: subscription changes apply whatever the nonce; an ACK
 // is recorded, a NACK recorded with its error and not answered.
 func TestDelta_2_1_NoncesAckNack(t *testing.T) {
-	h := newHarness(t)
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, func(o *protocol.Options) { o.Registerer = reg })
 	h.put(cluster("a"), cluster("b"))
 	c := h.delta(node("d", nil))
 	c.Sub(resource.ClusterURL, "a")
@@ -128,6 +131,24 @@ func TestDelta_2_1_NoncesAckNack(t *testing.T) {
 	}
 	if !ok {
 		t.Fatalf("status %+v", ts)
+	}
+	// The ACK and the NACK are counted by type.
+	counts := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "type" && l.GetValue() == "envoy.config.cluster.v3.Cluster" {
+					counts[mf.GetName()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if counts["xdsd_acks_total"] != 1 || counts["xdsd_nacks_total"] != 1 {
+		t.Errorf("metrics %v, want one ACK and one NACK of clusters", counts)
 	}
 }
 
@@ -156,7 +177,7 @@ func TestDelta_2_9_ReconnectSendsOnlyWhatChanged(t *testing.T) {
 
 // TP1 "Normalization": a client's parameter order or escaping never causes
 // a miss.
-func TestTP1_NamesNormalized(t *testing.T) {
+func TestTP1_3_2_NamesNormalized(t *testing.T) {
 	h := newHarness(t)
 	n := "xdstp://auth/envoy.config.cluster.v3.Cluster/svc?a=1&b=2"
 	h.put(cluster(n))
@@ -171,7 +192,7 @@ func TestTP1_NamesNormalized(t *testing.T) {
 // TP1 glob collections (PROTOCOL.md §3.4, §3.7): a glob delivers the
 // immediate children with identical parameters as they come and go; an
 // empty glob is answered with the glob URL in removed_resources.
-func TestTP1_GlobCollections(t *testing.T) {
+func TestTP1_3_4_GlobCollections(t *testing.T) {
 	h := newHarness(t)
 	const (
 		glob  = "xdstp://a/envoy.config.listener.v3.Listener/foo/*?p=1"
@@ -198,7 +219,7 @@ func TestTP1_GlobCollections(t *testing.T) {
 
 // TP1 redirects and list collections: a stored xds.core.v3.ResourceLocator
 // is sent as the resource; a collection is an ordinary resource.
-func TestTP1_RedirectsAndCollections(t *testing.T) {
+func TestTP1_3_3_RedirectsAndCollections(t *testing.T) {
 	h := newHarness(t)
 	vs := docs(t, `type: lds
 name: xdstp://a/envoy.config.listener.v3.Listener/old

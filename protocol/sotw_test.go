@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,5 +263,31 @@ func TestSotW_1_7_FullStateInACache(t *testing.T) {
 		Known: []db.Interest{{Type: resource.ClusterURL, Name: "x", Params: db.AnyParams}}})
 	if got := protocoltest.SotWNames(t, c.Recv()); len(got) != 2 {
 		t.Fatalf("once x is known: %v", got)
+	}
+}
+
+// PROTOCOL.md §1.4: a reconnecting client's first request carries the last
+// version it saw; xdsd answers it with the current state (it may skip a
+// resend only when the subscription has not grown, and does not rely on
+// that), so a client that missed changes while away catches up.
+func TestSotW_1_4_ReconnectWithVersion(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"))
+	c := h.sotw(nil)
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"a"}})
+	r := c.Recv()
+	c.Ack(r, "a")
+	h.put(clusterTagged("a", "changed while away"))
+	d := h.sotw(nil)
+	d.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, VersionInfo: r.VersionInfo, ResourceNames: []string{"a"}})
+	r2 := d.Recv()
+	if r2.VersionInfo == r.VersionInfo || !strings.Contains(r2.Resources[0].String(), "changed while away") {
+		t.Fatalf("after reconnecting with version %s: %v", r.VersionInfo, r2)
+	}
+	// Unchanged, the state comes again too, under the same version.
+	e := h.sotw(nil)
+	e.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, VersionInfo: r2.VersionInfo, ResourceNames: []string{"a"}})
+	if r3 := e.Recv(); r3.VersionInfo != r2.VersionInfo || len(r3.Resources) != 1 {
+		t.Fatalf("reconnecting up to date: %v", r3)
 	}
 }

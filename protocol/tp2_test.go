@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -40,7 +42,7 @@ func fourVariants() []*resource.Variant {
 // PROTOCOL.md §4.2–4.3: resource_locators_subscribe carry dynamic
 // parameters; the server answers with the matching variant named by
 // resource_name with its constraints (TP2: servers MUST send them).
-func TestTP2_DeltaLocators(t *testing.T) {
+func TestTP2_4_2_DeltaLocators(t *testing.T) {
 	h := newHarness(t)
 	h.put(fourVariants()...)
 	c := h.delta(nil)
@@ -60,7 +62,7 @@ func TestTP2_DeltaLocators(t *testing.T) {
 // would take those too, so the answer is a removal naming the variant the
 // parameters would select — the class of parameter sets, over the keys the
 // variants constrain, that agree with them.
-func TestTP2_NoVariantForOneParameterSet(t *testing.T) {
+func TestTP2_4_1_NoVariantForOneParameterSet(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
 	c := h.delta(nil)
@@ -88,7 +90,7 @@ func TestTP2_NoVariantForOneParameterSet(t *testing.T) {
 // TP2 "Transition Scenarios": replacing {env=prod} by {env=prod,version=v1}
 // and {env=prod,version=v2} reaches each subscriber as one response, with
 // the replaced variant in removed_resource_names.
-func TestTP2_VariantReplacedInOneResponse(t *testing.T) {
+func TestTP2_4_3_VariantReplacedInOneResponse(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "env=prod", "old"), route("r", "env=test", "t"))
 	c := h.delta(nil)
@@ -111,7 +113,7 @@ func TestTP2_VariantReplacedInOneResponse(t *testing.T) {
 // DESIGN.md §4.5: an unmodified client, sending plain names, gets the
 // variant its node metadata matches; it is not sent constraints it cannot
 // take.
-func TestTP2_NodeMetadataFallback(t *testing.T) {
+func TestTP2_4_5_NodeMetadataFallback(t *testing.T) {
 	h := newHarness(t)
 	h.put(fourVariants()...)
 	for _, tc := range []struct {
@@ -144,7 +146,7 @@ func TestTP2_NodeMetadataFallback(t *testing.T) {
 
 // PROTOCOL.md §4.3 (the gRPC draft): SotW resource_locators get resources
 // wrapped in Resource with resource_name; names and locators mix freely.
-func TestTP2_SotWLocators(t *testing.T) {
+func TestTP2_4_2_SotWLocators(t *testing.T) {
 	h := newHarness(t)
 	h.put(fourVariants()...)
 	h.put(route("plain", "", "x"))
@@ -177,7 +179,7 @@ func vhost(n string, domains ...string) *resource.Variant {
 // as the virtual host with the request in aliases; not found is a
 // payload-less Resource named and aliased as requested; later updates go
 // only to streams that know the virtual host.
-func TestVHDS_OnDemand(t *testing.T) {
+func TestVHDS_5_OnDemand(t *testing.T) {
 	h := newHarness(t)
 	h.put(vhost("rc/web", "www.example.com", "*.web.example.com"), vhost("rc/api", "api.*"), vhost("rc/other", "other.com"))
 	c := h.delta(nil)
@@ -311,7 +313,7 @@ func TestApplyToSendLatencyCountsChangesOnly(t *testing.T) {
 
 // PROTOCOL.md §2.3, §4.2: dropping a locator while the plain name stays
 // subscribed (selecting the same variant) needs no response.
-func TestTP2_LocatorUnsubscribeKeepsPlainName(t *testing.T) {
+func TestTP2_4_2_LocatorUnsubscribeKeepsPlainName(t *testing.T) {
 	h := newHarness(t)
 	h.put(route("r", "env=prod", "p"), route("r", "env=test", "t"))
 	c := h.delta(node("n", map[string]string{"env": "prod"}))
@@ -325,4 +327,91 @@ func TestTP2_LocatorUnsubscribeKeepsPlainName(t *testing.T) {
 	// The plain subscription still gets changes.
 	h.put(route("r", "env=prod", "p2"), route("r", "env=test", "t"))
 	expect(t, c.Recv(), "route.v3.RouteConfiguration: r")
+}
+
+// Every per-type service serves its type, SotW and delta (the ADS services
+// are covered by every other test).
+func TestPerTypeServicesEveryType(t *testing.T) {
+	h := newHarness(t)
+	payloads := map[string]string{
+		resource.ListenerURL:        `{"@type": "envoy.config.listener.v3.Listener", "name": "n"}`,
+		resource.RouteURL:           `{"@type": "envoy.config.route.v3.RouteConfiguration", "name": "n"}`,
+		resource.ScopedRouteURL:     `{"@type": "envoy.config.route.v3.ScopedRouteConfiguration", "name": "n", "route_configuration_name": "r", "key": {"fragments": [{"string_key": "k"}]}}`,
+		resource.ClusterURL:         `{"@type": "envoy.config.cluster.v3.Cluster", "name": "n"}`,
+		resource.EndpointURL:        `{"@type": "envoy.config.endpoint.v3.ClusterLoadAssignment", "cluster_name": "n"}`,
+		resource.LbEndpointURL:      `{"@type": "envoy.config.endpoint.v3.LbEndpoint", "endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 1}}}}`,
+		resource.SecretURL:          `{"@type": "envoy.extensions.transport_sockets.tls.v3.Secret", "name": "n"}`,
+		resource.RuntimeURL:         `{"@type": "envoy.service.runtime.v3.Runtime", "name": "n"}`,
+		resource.ExtensionConfigURL: `{"@type": "envoy.config.core.v3.TypedExtensionConfig", "name": "n", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}`,
+	}
+	var vs []*resource.Variant
+	for typeURL, p := range payloads {
+		vs = append(vs, variant(typeURL, "n", "", p))
+	}
+	h.put(vs...)
+	services := map[string]string{ // method → type
+		"/envoy.service.listener.v3.ListenerDiscoveryService/StreamListeners":                resource.ListenerURL,
+		"/envoy.service.listener.v3.ListenerDiscoveryService/DeltaListeners":                 resource.ListenerURL,
+		"/envoy.service.route.v3.RouteDiscoveryService/StreamRoutes":                         resource.RouteURL,
+		"/envoy.service.route.v3.RouteDiscoveryService/DeltaRoutes":                          resource.RouteURL,
+		"/envoy.service.route.v3.ScopedRoutesDiscoveryService/StreamScopedRoutes":            resource.ScopedRouteURL,
+		"/envoy.service.route.v3.ScopedRoutesDiscoveryService/DeltaScopedRoutes":             resource.ScopedRouteURL,
+		"/envoy.service.cluster.v3.ClusterDiscoveryService/StreamClusters":                   resource.ClusterURL,
+		"/envoy.service.cluster.v3.ClusterDiscoveryService/DeltaClusters":                    resource.ClusterURL,
+		"/envoy.service.endpoint.v3.EndpointDiscoveryService/StreamEndpoints":                resource.EndpointURL,
+		"/envoy.service.endpoint.v3.EndpointDiscoveryService/DeltaEndpoints":                 resource.EndpointURL,
+		"/envoy.service.endpoint.v3.LocalityEndpointDiscoveryService/DeltaLocalityEndpoints": resource.LbEndpointURL,
+		"/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets":                      resource.SecretURL,
+		"/envoy.service.secret.v3.SecretDiscoveryService/DeltaSecrets":                       resource.SecretURL,
+		"/envoy.service.runtime.v3.RuntimeDiscoveryService/StreamRuntime":                    resource.RuntimeURL,
+		"/envoy.service.runtime.v3.RuntimeDiscoveryService/DeltaRuntime":                     resource.RuntimeURL,
+		"/envoy.service.extension.v3.ExtensionConfigDiscoveryService/StreamExtensionConfigs": resource.ExtensionConfigURL,
+		"/envoy.service.extension.v3.ExtensionConfigDiscoveryService/DeltaExtensionConfigs":  resource.ExtensionConfigURL,
+	}
+	for method, typeURL := range services {
+		t.Run(method, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			s, err := h.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(method, "/Delta") {
+				if err := s.SendMsg(&discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: []string{"n"}}); err != nil {
+					t.Fatal(err)
+				}
+				var r discoveryv3.DeltaDiscoveryResponse
+				if err := s.RecvMsg(&r); err != nil || r.TypeUrl != typeURL || len(r.Resources) != 1 || r.Resources[0].Resource.GetTypeUrl() != typeURL {
+					t.Fatalf("%v %v", &r, err)
+				}
+				return
+			}
+			if err := s.SendMsg(&discoveryv3.DiscoveryRequest{ResourceNames: []string{"n"}}); err != nil {
+				t.Fatal(err)
+			}
+			var r discoveryv3.DiscoveryResponse
+			if err := s.RecvMsg(&r); err != nil || r.TypeUrl != typeURL || len(r.Resources) != 1 || r.Resources[0].GetTypeUrl() != typeURL {
+				t.Fatalf("%v %v", &r, err)
+			}
+		})
+	}
+}
+
+// PROTOCOL.md §5.2 and §5.3: a route configuration name may hold "/" (the
+// host is what follows the last one), and a reconnecting client sends "*"
+// with the names it wants, each answered again.
+func TestVHDS_5_2_5_3_NamesAndReconnect(t *testing.T) {
+	h := newHarness(t)
+	h.put(vhost("ns/rc/web", "www.example.com"), vhost("rc/web", "other.example.com"))
+	c := h.delta(nil)
+	c.Sub(resource.VirtualHostURL)
+	expect(t, c.Recv(), "route.v3.VirtualHost: ")
+	c.Sub(resource.VirtualHostURL, "ns/rc/www.example.com")
+	r := c.Recv()
+	expect(t, r, "route.v3.VirtualHost: ns/rc/web aliases=ns/rc/www.example.com")
+	held := map[string]string{"ns/rc/web": r.Resources[0].Version}
+	// Reconnecting: "*" and the names, with what it holds.
+	d := h.delta(nil)
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesSubscribe: []string{"*", "ns/rc/www.example.com"}, InitialResourceVersions: held})
+	expect(t, d.Recv(), "route.v3.VirtualHost: ns/rc/web aliases=ns/rc/www.example.com")
 }
