@@ -360,3 +360,20 @@ func TestApplyIsServedWhenItReturns(t *testing.T) {
 		}
 	}
 }
+
+// The health endpoints: alive, and ready once the store is served; the
+// metrics endpoint exposes the server's metrics.
+func TestHealthAndMetrics(t *testing.T) {
+	_, adm := startServe(t)
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "xdsd_apply_to_send_seconds"} {
+		resp, err := http.Get("http://" + adm + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("%s: %s %q", path, resp.Status, body)
+		}
+	}
+}
