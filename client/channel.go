@@ -826,11 +826,7 @@ func (ch *channel) sotwBounce(t *upType) *discoveryv3.DiscoveryRequest {
 			continue
 		}
 		named[k] = true
-		if s.tp2 {
-			req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
-		} else {
-			req.ResourceNames = append(req.ResourceNames, s.name)
-		}
+		addToRequest(req, s)
 	}
 	// Until the server answers the next request, a full-state response may
 	// leave them out without deleting them (sentRequests).
@@ -840,6 +836,16 @@ func (ch *channel) sotwBounce(t *upType) *discoveryv3.DiscoveryRequest {
 	t.bounce = nil
 	t.forceSend = true // the request that puts them back
 	return req
+}
+
+// addToRequest names a subscription in a SotW request: by TP2 locator, or
+// plainly.
+func addToRequest(req *discoveryv3.DiscoveryRequest, s *upSub) {
+	if s.tp2 {
+		req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
+	} else {
+		req.ResourceNames = append(req.ResourceNames, s.name)
+	}
 }
 
 // sotwRequest: every request carries the whole name list (§1.6); an ACK or
@@ -858,11 +864,7 @@ func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
 	named := make(map[subKey]bool, len(t.subs))
 	for _, s := range sortedSubs(t.subs) {
 		named[subKey{s.name, s.pkey}] = true
-		if s.tp2 {
-			req.ResourceLocators = append(req.ResourceLocators, &discoveryv3.ResourceLocator{Name: s.name, DynamicParameters: s.params})
-		} else {
-			req.ResourceNames = append(req.ResourceNames, s.name)
-		}
+		addToRequest(req, s)
 	}
 	if resource.ForURL(t.url).FullState {
 		t.sent.record(named)
