@@ -44,6 +44,7 @@ type pageClient struct {
 type pageUpstream struct {
 	Servers       []string `json:"servers"`
 	Connected     string   `json:"connected"`
+	Connecting    string   `json:"connecting"`
 	DownSince     string   `json:"down_since"`
 	LastError     string   `json:"last_error"`
 	Subscriptions int      `json:"subscriptions"`
@@ -159,7 +160,7 @@ code{font-size:13px}
 <h2>Upstream</h2>
 {{if .Upstreams}}<table><tr><th>servers</th><th>connected to</th><th>subscriptions</th><th>responses</th><th>resources</th><th>NACKs</th><th>last error</th></tr>
 {{range .Upstreams}}<tr><td>{{range .Servers}}<code>{{.}}</code> {{end}}</td>
-<td>{{if .Connected}}<code>{{.Connected}}</code>{{else}}<span class="bad">down{{if .DownSince}} since {{.DownSince}}{{end}}</span>{{end}}</td>
+<td>{{if .Connected}}<code>{{.Connected}}</code>{{else}}<span class="bad">down{{if .DownSince}} since {{.DownSince}}{{end}}</span>{{if .Connecting}} (trying <code>{{.Connecting}}</code>){{end}}{{end}}</td>
 <td>{{.Subscriptions}}</td><td>{{.Responses}}</td><td>{{.Resources}}</td><td>{{.NACKs}}</td><td class="bad">{{.LastError}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">no upstream stream yet (one opens with the first subscription)</p>{{end}}
 {{end}}

@@ -77,7 +77,7 @@ func TestPageServer(t *testing.T) {
 
 // A relay's page shows its cache and its upstream streams.
 func TestPageRelay(t *testing.T) {
-	ups := []client.Upstream{{Servers: []string{"127.0.0.1:18000"}, DownSince: "2026-11-21T10:00:00Z", LastError: "connection refused", Subscriptions: 2}}
+	ups := []client.Upstream{{Servers: []string{"127.0.0.1:18000"}, Connecting: "127.0.0.1:18000", DownSince: "2026-11-21T10:00:00Z", LastError: "connection refused", Subscriptions: 2}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{
 		Resources: func(context.Context) (int64, []*resource.Variant, error) {
 			return 0, []*resource.Variant{storetest.Cluster("cached", "", "x")}, nil
@@ -87,5 +87,5 @@ func TestPageRelay(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, page := get(t, srv.URL+"/")
-	wantAll(t, page, "<h1>xdsd relay</h1>", "<code>cached</code>", "down since 2026-11-21T10:00:00Z", "connection refused", "no client connected")
+	wantAll(t, page, "<h1>xdsd relay</h1>", "<code>cached</code>", "down since 2026-11-21T10:00:00Z", "(trying <code>127.0.0.1:18000</code>)", "connection refused", "no client connected")
 }
