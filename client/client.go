@@ -76,6 +76,7 @@ type Client struct {
 	// are evicted once the upstream is healthy again.
 	lingering map[db.Interest]*channel
 	watchers  map[[2]string]map[*watcher]struct{} // by (type, name) watched or followed
+	altTimers map[*time.Timer]struct{}            // pending #alt= rechecks, stopped by Close
 	closed    bool
 	nextID    uint64
 
@@ -150,6 +151,10 @@ func (c *Client) Close() {
 			st.timer.Stop()
 		}
 	}
+	for tm := range c.altTimers {
+		tm.Stop()
+	}
+	c.altTimers = nil
 	c.mu.Unlock()
 	for _, ch := range chans {
 		ch.close()
@@ -363,7 +368,8 @@ func (c *Client) statusLocked(k [2]string) *resStatus {
 
 // startTimerLocked arms the does-not-exist timer (PROTOCOL.md §1.8).
 func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
-	if k[1] == db.Wildcard || c.o.DoesNotExistTimeout < 0 {
+	// (Closed: a stream coming up as Close stops them starts none.)
+	if k[1] == db.Wildcard || c.o.DoesNotExistTimeout < 0 || c.closed {
 		return
 	}
 	st.timer = time.AfterFunc(c.o.DoesNotExistTimeout, func() {
@@ -436,10 +442,30 @@ func (c *Client) channelState(ch *channel, up bool) {
 	for _, w := range alts {
 		c.scheduleWatcher(w)
 		if !up {
-			// Look again once the primary has been down long enough.
-			time.AfterFunc(c.o.AltTimeout+10*time.Millisecond, func() { c.scheduleWatcher(w) })
+			c.recheckAlt(w)
 		}
 	}
+}
+
+// recheckAlt looks at an #alt= watcher again once its primary may have been
+// down for AltTimeout.
+func (c *Client) recheckAlt(w *watcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.altTimers == nil {
+		c.altTimers = map[*time.Timer]struct{}{}
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(c.o.AltTimeout+10*time.Millisecond, func() {
+		c.mu.Lock()
+		delete(c.altTimers, tm)
+		c.mu.Unlock()
+		c.scheduleWatcher(w)
+	})
+	c.altTimers[tm] = struct{}{}
 }
 
 // applied is told what a channel stored from a response: it updates the db

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -188,7 +187,7 @@ func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cance
 	c.mu.Unlock()
 	w.follow(w.name)
 	if w.alt != "" {
-		time.AfterFunc(c.o.AltTimeout+10*time.Millisecond, func() { c.scheduleWatcher(w) })
+		c.recheckAlt(w)
 	}
 	c.scheduleWatcher(w)
 	stop := context.AfterFunc(ctx, w.cancel)

@@ -1,0 +1,55 @@
+package client
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// Close leaves no timer behind: the #alt= rechecks pending are stopped,
+// and a stream coming up or going down as Close runs starts neither a
+// does-not-exist timer nor a recheck.
+func TestCloseLeavesNoTimers(t *testing.T) {
+	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}],"authorities":{"p":{},"q":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(b, Options{Logger: servertest.Quiet, AltTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	primary := "xdstp://p/envoy.config.cluster.v3.Cluster/x"
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt=xdstp://q/envoy.config.cluster.v3.Cluster/x", func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	ch, err := c.route(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	if len(c.altTimers) != 1 {
+		t.Errorf("%d #alt= rechecks pending, want 1", len(c.altTimers))
+	}
+	c.mu.Unlock()
+	c.Close()
+	// What a session ending or starting as Close runs would do.
+	c.channelState(ch, false)
+	c.channelState(ch, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.altTimers) != 0 {
+		t.Errorf("%d #alt= rechecks pending after Close", len(c.altTimers))
+	}
+	st := c.status[[2]string{resource.ClusterURL, primary}]
+	if st == nil {
+		t.Fatal("no status")
+	}
+	if st.timer != nil {
+		t.Error("a does-not-exist timer started after Close")
+	}
+}
