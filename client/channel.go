@@ -57,6 +57,10 @@ type upType struct {
 	version string
 	nonce   string
 	ack     *pendingAck
+	// nacks (delta): NACKs a later response overtook before they were
+	// sent; each goes in a request of its own, in order, before ack (§2.1:
+	// a response is acknowledged by its own nonce).
+	nacks []*pendingAck
 
 	// held is what this channel provided to the db, by name: constraint
 	// key → version; it is what a reconnecting delta stream declares in
@@ -181,9 +185,25 @@ func (r *sentRequests) named(k subKey) bool {
 	return ok && r.floor > 0 && from <= r.floor
 }
 
+// pendingAck is the acknowledgement a response is due: an ACK, or a NACK
+// (err set) with the rejections it reports.
 type pendingAck struct {
 	version, nonce string
 	err            string
+	rejected       []rejection
+}
+
+// rejection is one reason a response was NACKed: a rejected resource's
+// name ("" when it could not be told) and the reason.
+type rejection struct{ name, msg string }
+
+// nack makes a NACK of rejections, with the version last accepted (§1.3).
+func nack(version, nonce string, rs []rejection) *pendingAck {
+	msgs := make([]string, len(rs))
+	for i, r := range rs {
+		msgs[i] = r.msg
+	}
+	return &pendingAck{version: version, nonce: nonce, err: strings.Join(msgs, "; "), rejected: rs}
 }
 
 // channel is one ADS stream to one of an authority's servers (in order,
@@ -600,7 +620,7 @@ func (ch *channel) session(ctx context.Context, i int) (healthy bool, err error)
 	for _, t := range ch.types {
 		t.requested = false
 		t.toSub, t.toUnsub = nil, nil
-		t.ack = nil
+		t.ack, t.nacks = nil, nil
 		t.sent = sentRequests{}
 		t.fresh = nil
 		// A nonce belongs to one stream (§1.1); a version to one server
@@ -763,6 +783,7 @@ func (ch *channel) requests(srv ServerConfig) []proto.Message {
 		// (A nil *Request in a proto.Message would not be nil.)
 		var req proto.Message
 		if srv.Delta() {
+			out = append(out, ch.deltaNACKs(t)...)
 			if r := ch.deltaRequest(t); r != nil {
 				req = r
 			}
@@ -816,9 +837,14 @@ func sortedSubs(m map[subKey]*upSub) []*upSub {
 }
 
 // sotwBounce is the request without the subscriptions to fetch again; the
-// next request puts them back, and the server sends them (§1.6).
+// next request puts them back, and the server sends them (§1.6). Being the
+// first request since the last response, it carries the ACK or NACK due:
+// a server would take a request with that nonce and no error_detail for
+// an ACK (§1.3).
 func (ch *channel) sotwBounce(t *upType) *discoveryv3.DiscoveryRequest {
 	req := &discoveryv3.DiscoveryRequest{TypeUrl: t.url, VersionInfo: t.version, ResponseNonce: t.nonce}
+	setAck(req, t.ack)
+	t.ack = nil
 	named := map[subKey]bool{}
 	for _, s := range sortedSubs(t.subs) {
 		k := subKey{s.name, s.pkey}
@@ -869,14 +895,36 @@ func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
 	if resource.ForURL(t.url).FullState {
 		t.sent.record(named)
 	}
-	if t.ack != nil {
-		req.VersionInfo, req.ResponseNonce = t.ack.version, t.ack.nonce
-		if t.ack.err != "" {
-			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: t.ack.err}
-		}
-	}
+	setAck(req, t.ack)
 	t.toSub, t.toUnsub, t.ack, t.forceSend = nil, nil, nil, false
 	return req
+}
+
+// setAck makes a SotW request the ACK or NACK a response is due (§1.2,
+// §1.3).
+func setAck(req *discoveryv3.DiscoveryRequest, a *pendingAck) {
+	if a == nil {
+		return
+	}
+	req.VersionInfo, req.ResponseNonce = a.version, a.nonce
+	if a.err != "" {
+		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: a.err}
+	}
+}
+
+// deltaNACKs are the requests of the NACKs a later response overtook
+// before they were sent: each carries its own nonce (§2.1).
+func (ch *channel) deltaNACKs(t *upType) []proto.Message {
+	if !t.requested {
+		return nil
+	}
+	var out []proto.Message
+	for _, a := range t.nacks {
+		out = append(out, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.url, ResponseNonce: a.nonce,
+			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: a.err}})
+	}
+	t.nacks = nil
+	return out
 }
 
 // deltaRequest: on a new stream every subscription with what the client
@@ -969,10 +1017,18 @@ func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig
 	batch := ch.decodeSotW(t, r)
 	if len(batch.errs) == 0 {
 		t.version = r.VersionInfo
+	} else {
+		ch.nackCount++
+	}
+	// A NACK not sent yet, overtaken by this response, is not lost: over
+	// SotW a request carries the newest nonce (§1.1), and a server ignores
+	// one with an older nonce (§1.8), so the request answering this
+	// response reports what it did not supersede.
+	rs := append(unsuperseded(t.ack, batch, resource.ForURL(r.TypeUrl).FullState), batch.rejected...)
+	if len(rs) == 0 {
 		t.ack = &pendingAck{version: r.VersionInfo, nonce: r.Nonce}
 	} else {
-		t.ack = &pendingAck{version: t.version, nonce: r.Nonce, err: strings.Join(batch.errs, "; ")}
-		ch.nackCount++
+		t.ack = nack(t.version, r.Nonce, rs)
 	}
 	if resource.ForURL(r.TypeUrl).FullState {
 		t.sent.answered(batch.puts)
@@ -982,6 +1038,37 @@ func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig
 	ch.mu.Unlock()
 	ch.logNACK(srv, r.TypeUrl, r.VersionInfo, batch)
 	ch.c.applied(ch, r.TypeUrl, up, batch)
+}
+
+// unsuperseded returns the rejections of a NACK not sent yet (prev) that
+// a newer SotW response b leaves standing: those of resources it does not
+// hold, reject again or delete. A full-state response holds the whole
+// type (§1.7), so it supersedes them all; a rejection that names no
+// resource stands.
+func unsuperseded(prev *pendingAck, b *decoded, fullState bool) []rejection {
+	if prev == nil || len(prev.rejected) == 0 || fullState {
+		return nil
+	}
+	touched := map[string]bool{}
+	for _, v := range b.puts {
+		touched[v.Name] = true
+	}
+	for _, r := range b.rejected {
+		touched[r.name] = true
+	}
+	for _, k := range b.gone {
+		touched[k.Name] = true
+	}
+	for _, n := range b.removed {
+		touched[n] = true
+	}
+	var out []rejection
+	for _, r := range prev.rejected {
+		if r.name == "" || !touched[r.name] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // logNACK logs a response rejected (in part), with the reasons.
@@ -1010,9 +1097,13 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 	}
 	ch.responses++
 	batch := ch.decodeDelta(t, r)
+	if t.ack != nil && t.ack.err != "" {
+		// A NACK not sent yet goes before this response's acknowledgement.
+		t.nacks = append(t.nacks, t.ack)
+	}
 	t.ack = &pendingAck{nonce: r.Nonce}
 	if len(batch.errs) > 0 {
-		t.ack.err = strings.Join(batch.errs, "; ")
+		t.ack = nack("", r.Nonce, batch.rejected)
 		ch.nackCount++
 	}
 	up := ch.apply(t, batch, false)

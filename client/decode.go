@@ -25,6 +25,8 @@ type decoded struct {
 	emptied []string       // names whose last variant was removed
 	errs    []string       // NACK reasons, one per rejected resource
 	bad     map[string]string
+	// rejected: errs with the names they reject ("" when unknown).
+	rejected []rejection
 	// VHDS: requested names the answer covers, and those not found.
 	aliases  map[string]string // alias → virtual host name
 	notFound []string
@@ -54,6 +56,7 @@ func (d *decoded) reject(n, format string, args ...any) {
 		d.bad[n] = msg
 	}
 	d.errs = append(d.errs, msg)
+	d.rejected = append(d.rejected, rejection{n, msg})
 }
 
 func canonicalName(n string) string {

@@ -1,0 +1,189 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// These tests drive a channel's request building by hand: responses go in
+// through handleSotW and handleDelta, and requests() shows what the stream
+// would send next — so what two responses arriving before a send do is
+// pinned without racing the stream.
+
+// testChannel is a channel with a stream up to one server (SotW or delta)
+// and no goroutine of its own. Resources named "bad" in a response of
+// version "1" (SotW) or "x" (delta) are rejected.
+func testChannel(t *testing.T, sotw bool) (*channel, ServerConfig) {
+	t.Helper()
+	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reject := func(v *resource.Variant, _ proto.Message) error {
+		if strings.HasPrefix(v.Name, "bad") && (v.Version == "1" || v.Version == "x") {
+			return errors.New("bad version")
+		}
+		return nil
+	}
+	c, err := New(b, Options{Logger: servertest.Quiet, DoesNotExistTimeout: -1, Validate: reject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	srv := ServerConfig{URI: "test"}
+	if sotw {
+		srv.Transport = "sotw"
+	}
+	ch := &channel{c: c, servers: []ServerConfig{srv}, wake: make(chan struct{}, 1), types: map[string]*upType{},
+		connected: 0, healthy: true, versionsFrom: 0, retry: make([]retryState, 1)}
+	return ch, srv
+}
+
+func (ch *channel) testSubscribe(typeURL string, names ...string) {
+	for _, n := range names {
+		ch.subscribe(typeURL, &upSub{name: n})
+	}
+}
+
+func anyOf(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func sotwResponse(t *testing.T, typeURL, version, nonce string, names ...string) *discoveryv3.DiscoveryResponse {
+	r := &discoveryv3.DiscoveryResponse{TypeUrl: typeURL, VersionInfo: version, Nonce: nonce}
+	for _, n := range names {
+		var m proto.Message = &clusterv3.Cluster{Name: n}
+		if typeURL == resource.EndpointURL {
+			m = &endpointv3.ClusterLoadAssignment{ClusterName: n}
+		}
+		r.Resources = append(r.Resources, anyOf(t, m))
+	}
+	return r
+}
+
+func deltaResponse(t *testing.T, version, nonce string, names ...string) *discoveryv3.DeltaDiscoveryResponse {
+	r := &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: nonce}
+	for _, n := range names {
+		r.Resources = append(r.Resources, &discoveryv3.Resource{Name: n, Version: version, Resource: anyOf(t, &clusterv3.Cluster{Name: n})})
+	}
+	return r
+}
+
+// sotwSent describes SotW requests as "names version nonce [error]".
+func sotwSent(ms []proto.Message) []string {
+	var out []string
+	for _, m := range ms {
+		r := m.(*discoveryv3.DiscoveryRequest)
+		s := fmt.Sprintf("%v %s %s", r.ResourceNames, r.VersionInfo, r.ResponseNonce)
+		if r.ErrorDetail != nil {
+			s += " NACK " + r.ErrorDetail.Message
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// deltaSent describes delta requests as "+subscribed -unsubscribed nonce
+// [error]".
+func deltaSent(ms []proto.Message) []string {
+	var out []string
+	for _, m := range ms {
+		r := m.(*discoveryv3.DeltaDiscoveryRequest)
+		s := fmt.Sprintf("+%v -%v %s", r.ResourceNamesSubscribe, r.ResourceNamesUnsubscribe, r.ResponseNonce)
+		if r.ErrorDetail != nil {
+			s += " NACK " + r.ErrorDetail.Message
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func checkSent(t *testing.T, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("sent:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// A NACK due is not lost when another response arrives before the stream
+// sends it. Delta (§2.1): each response is acknowledged by its own nonce,
+// so the NACK goes first, then the ACK. SotW: a request carries the newest
+// nonce (§1.1) and a server ignores older ones (§1.8), so the request
+// answering the newer response reports the rejection — unless that
+// response superseded it: it held the resource again, or it is a
+// full-state response (§1.7), which holds the whole type.
+func TestNACKOvertakenByAResponse(t *testing.T) {
+	t.Run("delta", func(t *testing.T) {
+		ch, srv := testChannel(t, false)
+		ch.testSubscribe(resource.ClusterURL, "bad", "b", "c")
+		ch.requests(srv)
+		ch.handleDelta(deltaResponse(t, "x", "n1", "bad"), srv)
+		ch.handleDelta(deltaResponse(t, "y", "n2", "b"), srv)
+		ch.handleDelta(deltaResponse(t, "y", "n3", "c"), srv)
+		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[] -[] n1 NACK bad: rejected: bad version", "+[] -[] n3"})
+
+		// Two NACKs in a row, and a subscription change: each NACK goes,
+		// the change with the last acknowledgement.
+		ch.handleDelta(deltaResponse(t, "x", "n4", "bad"), srv)
+		ch.handleDelta(deltaResponse(t, "x", "n5", "bad2"), srv)
+		ch.testSubscribe(resource.ClusterURL, "d")
+		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[] -[] n4 NACK bad: rejected: bad version", "+[d] -[] n5 NACK bad2: rejected: bad version"})
+		checkSent(t, deltaSent(ch.requests(srv)), nil)
+	})
+	t.Run("sotw", func(t *testing.T) {
+		ch, srv := testChannel(t, true)
+		ch.testSubscribe(resource.EndpointURL, "bad", "b")
+		ch.requests(srv)
+		// Not full state: a response holding only b leaves the rejection of
+		// "bad" standing; it is reported with the newest nonce.
+		ch.handleSotW(sotwResponse(t, resource.EndpointURL, "1", "n1", "bad"), srv)
+		ch.handleSotW(sotwResponse(t, resource.EndpointURL, "2", "n2", "b"), srv)
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad] 2 n2 NACK bad: rejected: bad version"})
+		// Sent once: the next response is acknowledged plainly.
+		ch.handleSotW(sotwResponse(t, resource.EndpointURL, "3", "n3", "b"), srv)
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad] 3 n3"})
+
+		// Superseded by a good copy before the NACK went: an ACK.
+		ch.handleSotW(sotwResponse(t, resource.EndpointURL, "1", "n4", "bad"), srv)
+		ch.handleSotW(sotwResponse(t, resource.EndpointURL, "5", "n5", "bad", "b"), srv)
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad] 5 n5"})
+
+		// Full state: the newer response holds the whole type.
+		ch.testSubscribe(resource.ClusterURL, "bad", "b")
+		ch.requests(srv)
+		ch.handleSotW(sotwResponse(t, resource.ClusterURL, "1", "c1", "bad", "b"), srv)
+		ch.handleSotW(sotwResponse(t, resource.ClusterURL, "2", "c2", "b"), srv)
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad] 2 c2"})
+	})
+}
+
+// A SotW fetch-again (a request leaving names out, then one putting them
+// back) while a NACK is due: the first request is the NACK, not something a
+// server takes for an ACK of the rejected response (§1.3).
+func TestFetchAgainWhileNACKDueSendsTheNACK(t *testing.T) {
+	ch, srv := testChannel(t, true)
+	ch.testSubscribe(resource.EndpointURL, "bad", "b")
+	ch.requests(srv)
+	ch.handleSotW(sotwResponse(t, resource.EndpointURL, "0", "n0", "b"), srv)
+	ch.requests(srv)
+	ch.handleSotW(sotwResponse(t, resource.EndpointURL, "1", "n1", "bad"), srv)
+	ch.refetch(resource.EndpointURL, "b", "")
+	checkSent(t, sotwSent(ch.requests(srv)), []string{"[bad] 0 n1 NACK bad: rejected: bad version", "[b bad] 0 n1"})
+}
