@@ -328,14 +328,35 @@ func (ch *channel) subscribe(typeURL string, s *upSub) {
 		return
 	}
 	t.subs[k] = s
-	if t.toUnsub != nil {
+	if _, again := t.toUnsub[k]; again {
 		delete(t.toUnsub, k)
+		// Unsubscribed and subscribed again before a request went out: the
+		// cache let go of its copy, but over SotW the next request names
+		// what the last one did, so the server would send nothing (it sends
+		// newly added names, §1.6). Leave the name out of one request and
+		// put it back. (Delta sends the subscription again, which a server
+		// must answer, §2.2.)
+		ch.bounceLocked(t, k)
 	}
 	if t.toSub == nil {
 		t.toSub = map[subKey]*upSub{}
 	}
 	t.toSub[k] = s
 	ch.signal()
+}
+
+// bounceLocked makes a SotW stream fetch a subscription again: the next
+// request leaves it out and the one after puts it back. Nothing is needed
+// before the type's first request on the stream, which names everything.
+// ch.mu is held.
+func (ch *channel) bounceLocked(t *upType, k subKey) {
+	if ch.connected < 0 || ch.servers[ch.connected].Delta() || !t.requested {
+		return
+	}
+	if t.bounce == nil {
+		t.bounce = map[subKey]bool{}
+	}
+	t.bounce[k] = true
 }
 
 // lookup finds an upstream subscription (s is nil if there is none);
@@ -424,10 +445,7 @@ func (ch *channel) refetch(typeURL, name, pkey string) {
 		return
 	}
 	if ch.connected >= 0 && !ch.servers[ch.connected].Delta() {
-		if t.bounce == nil {
-			t.bounce = map[subKey]bool{}
-		}
-		t.bounce[k] = true
+		ch.bounceLocked(t, k)
 	} else {
 		if t.toSub == nil {
 			t.toSub = map[subKey]*upSub{}
@@ -946,11 +964,17 @@ func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
 		for _, s := range sortedSubs(t.subs) {
 			add(s)
 		}
+		// Not declared: what the server must send anew — names a watcher
+		// needs its fresh word on, names to fetch again (refetch).
+		again := map[string]bool{}
+		for k := range t.toSub {
+			again[k.name] = true
+		}
 		for n, vs := range t.held {
 			if !t.declare {
 				break
 			}
-			if t.refresh[n] > 0 {
+			if t.refresh[n] > 0 || again[n] {
 				continue
 			}
 			for _, v := range vs {

@@ -122,6 +122,37 @@ func checkSent(t *testing.T, got, want []string) {
 	}
 }
 
+// PROTOCOL.md §1.6: the last subscriber of a name leaving and a new one
+// coming before the stream sends anything must not leave the server
+// unaware: the cache dropped its copy, so over SotW the name is left out of
+// one request and put back (the server sends newly added names); over delta
+// it is subscribed again, which a server must answer (§2.2).
+func TestResubscribeBeforeRequestFetchesAgain(t *testing.T) {
+	t.Run("sotw", func(t *testing.T) {
+		ch, srv := testChannel(t, true)
+		ch.testSubscribe(resource.ClusterURL, "a", "b")
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[a b]  "})
+		ch.handleSotW(sotwResponse(t, resource.ClusterURL, "1", "n1", "a", "b"), srv)
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[a b] 1 n1"})
+
+		ch.unsubscribe(resource.ClusterURL, "a", "")
+		ch.testSubscribe(resource.ClusterURL, "a")
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b] 1 n1", "[a b] 1 n1"})
+		checkSent(t, sotwSent(ch.requests(srv)), nil)
+	})
+	t.Run("delta", func(t *testing.T) {
+		ch, srv := testChannel(t, false)
+		ch.testSubscribe(resource.ClusterURL, "a", "b")
+		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[a b] -[] "})
+		ch.handleDelta(deltaResponse(t, "1", "n1", "a", "b"), srv)
+		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[] -[] n1"})
+
+		ch.unsubscribe(resource.ClusterURL, "a", "")
+		ch.testSubscribe(resource.ClusterURL, "a")
+		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[a] -[] "})
+	})
+}
+
 // A NACK due is not lost when another response arrives before the stream
 // sends it. Delta (§2.1): each response is acknowledged by its own nonce,
 // so the NACK goes first, then the ACK. SotW: a request carries the newest
