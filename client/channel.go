@@ -636,19 +636,7 @@ func (ch *channel) session(ctx context.Context, i int) (healthy bool, err error)
 	sameServer := ch.versionsFrom == i
 	ch.versionsFrom = i
 	for _, t := range ch.types {
-		t.requested = false
-		t.toSub, t.toUnsub = nil, nil
-		t.ack, t.nacks = nil, nil
-		t.sent = sentRequests{}
-		t.fresh = nil
-		// A nonce belongs to one stream (§1.1); a version to one server
-		// (§1.4: the first request after a reconnect carries the last
-		// version seen — from that server).
-		t.nonce = ""
-		if !sameServer {
-			t.version = ""
-		}
-		t.declare = sameServer
+		t.newStream(sameServer)
 	}
 	back := make(chan struct{})
 	ch.switchBack = back
@@ -702,6 +690,27 @@ func (ch *channel) session(ctx context.Context, i int) (healthy bool, err error)
 			return wasHealthy(), ctx.Err()
 		}
 	}
+}
+
+// newStream resets a type's per-stream state for a new stream. What was
+// due on the old one is moot — changes, fetches again, ACKs and NACKs: the
+// first request on the new one names every subscription anew (§1.6;
+// delta declares what it holds, §2.9). ch.mu is held.
+func (t *upType) newStream(sameServer bool) {
+	t.requested = false
+	t.toSub, t.toUnsub = nil, nil
+	t.bounce, t.forceSend = nil, false
+	t.ack, t.nacks = nil, nil
+	t.sent = sentRequests{}
+	t.fresh = nil
+	// A nonce belongs to one stream (§1.1); a version to one server (§1.4:
+	// the first request after a reconnect carries the last version seen —
+	// from that server).
+	t.nonce = ""
+	if !sameServer {
+		t.version = ""
+	}
+	t.declare = sameServer
 }
 
 // watchPrimary ends a session on a fallback server once the primary server

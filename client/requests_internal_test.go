@@ -218,3 +218,21 @@ func TestFetchAgainWhileNACKDueSendsTheNACK(t *testing.T) {
 	ch.refetch(resource.EndpointURL, "b", "")
 	checkSent(t, sotwSent(ch.requests(srv)), []string{"[bad] 0 n1 NACK bad: rejected: bad version", "[b bad] 0 n1"})
 }
+
+// A new stream starts clean: a fetch-again or a NACK due on the old one is
+// not sent on it (its first request names everything anew; the nonce is
+// the old stream's).
+func TestNewStreamDropsWhatWasDueOnTheOld(t *testing.T) {
+	ch, srv := testChannel(t, true)
+	ch.testSubscribe(resource.EndpointURL, "bad", "b")
+	ch.requests(srv)
+	ch.handleSotW(sotwResponse(t, resource.EndpointURL, "1", "n1", "bad", "b"), srv)
+	ch.refetch(resource.EndpointURL, "b", "")
+	ch.mu.Lock()
+	for _, ty := range ch.types {
+		ty.newStream(true)
+	}
+	ch.mu.Unlock()
+	checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad]  "})
+	checkSent(t, sotwSent(ch.requests(srv)), nil)
+}
