@@ -81,6 +81,11 @@ type upType struct {
 	// constraint key (PROTOCOL.md §2.7): it runs across outages, which is
 	// the point, and is renewed by a heartbeat or a new copy.
 	ttl map[[2]string]*time.Timer
+	// lingering: held names nothing subscribes to any more, whose cache
+	// entries the client keeps while no healthy stream is up (Client
+	// lingering). They keep their TTLs, are not declared to a reconnecting
+	// stream, and are let go of once a stream is healthy (markHealthy).
+	lingering map[string]bool
 }
 
 // sentRequests tracks which subscriptions a stream's SotW requests of one
@@ -342,6 +347,14 @@ func (ch *channel) subscribe(typeURL string, s *upSub) {
 		t.toSub = map[subKey]*upSub{}
 	}
 	t.toSub[k] = s
+	if len(t.lingering) > 0 {
+		wants := t.wanted()
+		for n := range t.lingering {
+			if wants(n) {
+				delete(t.lingering, n) // subscribed again: held as any other
+			}
+		}
+	}
 	ch.signal()
 }
 
@@ -373,7 +386,8 @@ func (ch *channel) lookup(typeURL, name, pkey string) (t *upType, k subKey, s *u
 // subscription covers is no longer held — for a glob or the wildcard, its
 // members too — so that a reconnecting stream does not declare versions of
 // what the cache evicted (PROTOCOL.md §2.9), and the client forgets what it
-// knew of them.
+// knew of them. While no healthy stream is up the client keeps their cache
+// entries instead (Client.interest): they linger, held with their TTLs.
 func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	ch.mu.Lock()
 	t, k, s := ch.lookup(typeURL, name, pkey)
@@ -388,26 +402,62 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	}
 	t.toUnsub[k] = s
 	wants := t.wanted()
+	linger := ch.connected < 0 || !ch.healthy
+	drop := func(n string) {
+		if !linger {
+			delete(t.held, n)
+			return
+		}
+		if t.lingering == nil {
+			t.lingering = map[string]bool{}
+		}
+		t.lingering[n] = true
+	}
 	collection := isCollection(name)
 	if collection {
 		for n := range t.held {
 			if !wants(n) {
-				delete(t.held, n)
+				drop(n)
 			}
 		}
-	} else if !wants(name) {
-		delete(t.held, name)
+	} else if !wants(name) && t.held[name] != nil {
+		drop(name)
 	}
-	for k, tm := range t.ttl {
-		if t.held[k[0]] == nil {
-			tm.Stop()
-			delete(t.ttl, k)
-		}
-	}
+	t.stopUnheldTTLs()
 	ch.signal()
 	ch.mu.Unlock()
 	if collection && !wants(name) {
 		ch.c.forgetMembers(ch, typeURL, name)
+	}
+}
+
+// stopUnheldTTLs stops the TTL timers of variants no longer held. ch.mu is
+// held.
+func (t *upType) stopUnheldTTLs() {
+	for k, tm := range t.ttl {
+		if _, ok := t.held[k[0]][k[1]]; !ok {
+			tm.Stop()
+			delete(t.ttl, k)
+		}
+	}
+}
+
+// forgetLingering lets go of what lingered through an outage and was not
+// subscribed again, now that a healthy stream is up: the client evicts it
+// from the cache (Client.healthy). ch.mu is held.
+func (ch *channel) forgetLingering() {
+	for _, t := range ch.types {
+		if len(t.lingering) == 0 {
+			continue
+		}
+		wants := t.wanted()
+		for n := range t.lingering {
+			if !wants(n) {
+				delete(t.held, n)
+			}
+		}
+		t.lingering = nil
+		t.stopUnheldTTLs()
 	}
 }
 
@@ -577,6 +627,7 @@ func (ch *channel) markHealthy(i int) {
 	}
 	ch.healthy = true
 	ch.retry[i] = retryState{}
+	ch.forgetLingering()
 	ch.mu.Unlock()
 	ch.c.o.Logger.Info("xDS stream up", "server", ch.servers[i].URI)
 	ch.c.healthy(ch)
@@ -974,7 +1025,8 @@ func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
 			add(s)
 		}
 		// Not declared: what the server must send anew — names a watcher
-		// needs its fresh word on, names to fetch again (refetch).
+		// needs its fresh word on, names to fetch again (refetch), what
+		// only lingers.
 		again := map[string]bool{}
 		for k := range t.toSub {
 			again[k.name] = true
@@ -983,7 +1035,7 @@ func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
 			if !t.declare {
 				break
 			}
-			if t.refresh[n] > 0 || again[n] {
+			if t.refresh[n] > 0 || again[n] || t.lingering[n] {
 				continue
 			}
 			for _, v := range vs {
@@ -1281,9 +1333,18 @@ func (ch *channel) expire(typeURL, n, ck, version string, tm *time.Timer) {
 	}
 	d := &decoded{gone: []resource.Key{{Type: typeURL, Name: n, Constraints: ck}}}
 	up := ch.apply(t, d, false)
+	if t.lingering[n] {
+		// Nothing subscribes to it: the cache drops it, and no status of it
+		// is kept.
+		d.emptied = nil
+		if t.held[n] == nil {
+			delete(t.lingering, n)
+		}
+	}
 	ch.mu.Unlock()
-	ch.c.o.Logger.Info("xDS resource expired: its TTL passed with no renewal", "type", typeURL, "name", n, "constraints", ck, "version", version)
 	ch.c.applied(ch, typeURL, up, d)
+	// (Once the cache has dropped it.)
+	ch.c.o.Logger.Info("xDS resource expired: its TTL passed with no renewal", "type", typeURL, "name", n, "constraints", ck, "version", version)
 }
 
 // anyMatches reports whether a variant of n among vs matches params.

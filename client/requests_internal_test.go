@@ -219,6 +219,46 @@ func TestFetchAgainWhileNACKDueSendsTheNACK(t *testing.T) {
 	checkSent(t, sotwSent(ch.requests(srv)), []string{"[bad] 0 n1 NACK bad: rejected: bad version", "[b bad] 0 n1"})
 }
 
+// What lingers through an outage (its watch ended while no stream was
+// healthy) stays held, with its TTL, but a reconnecting delta stream does
+// not declare it (§2.9: the cache drops it once a stream is healthy); a
+// subscribed resource is declared. Once healthy, the channel lets go of it.
+func TestLingeringIsNotDeclared(t *testing.T) {
+	ch, srv := testChannel(t, false)
+	ch.testSubscribe(resource.ClusterURL, "kept", "left")
+	ch.requests(srv)
+	ch.handleDelta(deltaResponse(t, "1", "n1", "kept", "left"), srv)
+	ch.requests(srv)
+
+	// The stream goes; "left" is unsubscribed meanwhile.
+	ch.mu.Lock()
+	ch.connected, ch.healthy = -1, false
+	ch.mu.Unlock()
+	ch.unsubscribe(resource.ClusterURL, "left", "")
+	ch.mu.Lock()
+	ty := ch.types[resource.ClusterURL]
+	if ty.held["left"] == nil {
+		t.Error("lingering: not held")
+	}
+	// A new stream to the same server.
+	ch.connected = 0
+	ty.requested, ty.declare = false, true
+	ch.mu.Unlock()
+	reqs := ch.requests(srv)
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if got := reqs[0].(*discoveryv3.DeltaDiscoveryRequest).InitialResourceVersions; len(got) != 1 || got["kept"] != "1" {
+		t.Errorf("declared %v, want kept only", got)
+	}
+	ch.markHealthy(0)
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ty.held["left"] != nil || ty.held["kept"] == nil || len(ty.lingering) != 0 {
+		t.Errorf("once healthy: held %v, lingering %v", ty.held, ty.lingering)
+	}
+}
+
 // A new stream starts clean: a fetch-again or a NACK due on the old one is
 // not sent on it (its first request names everything anew; the nonce is
 // the old stream's).

@@ -1,0 +1,54 @@
+package client_test
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// PROTOCOL.md §2.7 during an outage: the cache entries of watches ended
+// while the upstream is down linger, so that a new watcher is served —
+// but they keep their TTLs. One watched again is told Removed when its TTL
+// passes, as a watched one would be; one nobody watches again leaves the
+// cache then.
+func TestLingeringEntryKeepsItsTTL(t *testing.T) {
+	o := servertest.Start(t)
+	for _, n := range []string{"kept", "left"} {
+		o.Apply("ttl: 2s\nresource:\n" + indent(cluster(n, "x")))
+	}
+	logs := newLogRecorder()
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{DoesNotExistTimeout: -1, Logger: slog.New(logs)})
+	var cancels []func()
+	for _, n := range []string{"kept", "left"} {
+		r := newRecorder(t)
+		cancel, err := c.Watch(t.Context(), resource.ClusterURL, n, r.handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.expect(client.Updated, n, "")
+		cancels = append(cancels, cancel)
+	}
+	o.Stop()
+	logs.await(t, "WARN xDS stream lost")
+	for _, cancel := range cancels {
+		cancel() // the upstream is down: the entries linger
+	}
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, "kept", r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	r.expect(client.Updated, "kept", "")
+	r.expect(client.Removed, "kept", "")
+	logs.await(t, "INFO xDS resource expired", "name=left")
+	c.DB().Read(func(rd *db.Reader) {
+		if v := rd.Get(resource.ClusterURL, "left", nil); v != nil {
+			t.Errorf("expired, still cached: %s v%s", v.Name, v.Version)
+		}
+	})
+}
