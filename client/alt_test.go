@@ -51,3 +51,36 @@ func TestAltReturnsOnlyOnThePrimarysWord(t *testing.T) {
 		})
 	}
 }
+
+// #alt= with the primary authority unreachable from the start: the watcher
+// is served the fallback, and returns to the primary once it is up and
+// has answered for the name — over delta too, where nothing was held to
+// declare.
+func TestAltFromTheStartReturnsToThePrimary(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			onprem, cloud := servertest.Start(t), servertest.Start(t)
+			alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
+			onprem.Apply(cluster(alt, "from-alt"))
+			primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
+			cloud.Apply(cluster(primary, "P1"))
+			cloud.Stop()
+			b := bs{servers: []string{onprem.Addr}, sotw: tr.sotw, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
+			c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
+			r := newRecorder(t)
+			cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cancel()
+			if e := r.expect(client.Updated, primary, "from-alt"); len(e.Via) != 1 || e.Via[0] != alt {
+				t.Errorf("on the fallback, via %v", e.Via)
+			}
+			cloud.Start()
+			if e := r.expect(client.Updated, primary, "P1"); len(e.Via) != 0 {
+				t.Errorf("back on the primary, via %v", e.Via)
+			}
+			r.none()
+		})
+	}
+}

@@ -1395,9 +1395,31 @@ func (ch *channel) needFresh(typeURL, n string, add int) {
 	if t.refresh == nil {
 		t.refresh = map[string]int{}
 	}
+	first := add > 0 && t.refresh[n] == 0
 	if t.refresh[n] += add; t.refresh[n] <= 0 {
 		delete(t.refresh, n)
 	}
+	if !first || ch.connected < 0 || !t.requested {
+		return
+	}
+	// A stream is open (not proven yet, or the watcher would not need this)
+	// and has asked for the name already: it may have declared the version
+	// held, or been answered before this need. Fetch the name again, so
+	// that its server's word comes on this stream.
+	for k, s := range t.subs {
+		if k.name != n {
+			continue
+		}
+		if ch.servers[ch.connected].Delta() {
+			if t.toSub == nil {
+				t.toSub = map[subKey]*upSub{}
+			}
+			t.toSub[k] = s
+		} else {
+			ch.bounceLocked(t, k)
+		}
+	}
+	ch.signal()
 }
 
 // namedByAnswered tells which names the request the latest SotW response

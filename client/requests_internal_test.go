@@ -219,6 +219,33 @@ func TestFetchAgainWhileNACKDueSendsTheNACK(t *testing.T) {
 	checkSent(t, sotwSent(ch.requests(srv)), []string{"[bad] 0 n1 NACK bad: rejected: bad version", "[b bad] 0 n1"})
 }
 
+// An #alt= watcher switching to its fallback while its primary's stream is
+// open but not yet proven needs the primary's fresh word on the name: the
+// stream may have declared the version held (delta, §2.9) or been answered
+// already, so the name is fetched again.
+func TestNeedFreshOnAnOpenStreamFetchesAgain(t *testing.T) {
+	t.Run("delta", func(t *testing.T) {
+		ch, srv := testChannel(t, false)
+		ch.testSubscribe(resource.ClusterURL, "a")
+		ch.requests(srv)
+		ch.handleDelta(deltaResponse(t, "1", "n1", "a"), srv)
+		ch.requests(srv)
+		ch.needFresh(resource.ClusterURL, "a", 1)
+		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[a] -[] "})
+		ch.needFresh(resource.ClusterURL, "a", 1) // a second watcher: no need to ask again
+		checkSent(t, deltaSent(ch.requests(srv)), nil)
+	})
+	t.Run("sotw", func(t *testing.T) {
+		ch, srv := testChannel(t, true)
+		ch.testSubscribe(resource.ClusterURL, "a", "b")
+		ch.requests(srv)
+		ch.handleSotW(sotwResponse(t, resource.ClusterURL, "1", "n1", "a", "b"), srv)
+		ch.requests(srv)
+		ch.needFresh(resource.ClusterURL, "a", 1)
+		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b] 1 n1", "[a b] 1 n1"})
+	})
+}
+
 // What lingers through an outage (its watch ended while no stream was
 // healthy) stays held, with its TTL, but a reconnecting delta stream does
 // not declare it (§2.9: the cache drops it once a stream is healthy); a
