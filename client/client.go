@@ -85,8 +85,10 @@ type Client struct {
 	// handler cancelling a watch) must not wait for a delivery to end.
 	deliverG atomic.Uint64
 	kick     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	stop     chan struct{} // closed by Close: the delivery goroutine ends
+	done     chan struct{} // closed when the delivery goroutine has ended
+	// closedChans is closed once Close has closed every channel.
+	closedChans chan struct{}
 }
 
 // resStatus is what the client knows of one resource beyond its contents.
@@ -124,7 +126,7 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	}
 	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{}, lingering: map[db.Interest]*channel{},
 		watchers: map[[2]string]map[*watcher]struct{}{}, dirty: map[*watcher]struct{}{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), closedChans: make(chan struct{})}
 	c.db = db.NewCache(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
 	go c.deliverLoop()
 	return c, nil
@@ -133,11 +135,16 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 // DB is the client's cache: what a relay serves downstream.
 func (c *Client) DB() *db.DB { return c.db }
 
-// Close stops every stream and watcher.
+// Close stops every stream and watcher. Once it returns no handler is
+// called — but Close may be called from a handler, and then it returns
+// without waiting for the handler (the caller itself) to end: no handler
+// is called after that one returns. A Close racing another waits for it.
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		<-c.closedChans
+		c.waitDelivery()
 		return
 	}
 	c.closed = true
@@ -154,8 +161,17 @@ func (c *Client) Close() {
 	for _, ch := range chans {
 		ch.close()
 	}
+	close(c.closedChans)
 	close(c.stop)
-	<-c.done
+	c.waitDelivery()
+}
+
+// waitDelivery waits for the delivery goroutine to end, unless it is the
+// caller (a handler closing the client).
+func (c *Client) waitDelivery() {
+	if goroutineID() != c.deliverG.Load() {
+		<-c.done
+	}
 }
 
 // route finds the channel serving a resource name: by its authority for an
@@ -547,6 +563,11 @@ func (c *Client) deliverLoop() {
 		c.dmu.Unlock()
 		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 		for _, w := range ws {
+			select {
+			case <-c.stop:
+				return // closed, perhaps by the handler just called
+			default:
+			}
 			// cancel waits on hmu for a delivery under way.
 			w.hmu.Lock()
 			w.deliver()

@@ -75,6 +75,7 @@ func (e Event) Message() (proto.Message, error) {
 
 // Handler receives a watcher's events. Handlers are called one at a time, in
 // order, on the client's delivery goroutine; they must not block for long.
+// A handler may start and cancel watches, and may Close the client.
 type Handler func(Event)
 
 type watchKind int
