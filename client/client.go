@@ -501,6 +501,7 @@ func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
 		}
 		keys = append(keys, k)
 	}
+	keys = append(keys, c.unaliasLocked(typeURL, d)...)
 	for _, g := range d.gone {
 		keys = append(keys, [2]string{typeURL, g.Name})
 	}
@@ -516,6 +517,29 @@ func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
 	for _, k := range keys {
 		c.schedule(k)
 	}
+}
+
+// unaliasLocked: on-demand VHDS names that resolved to a virtual host the
+// response removed (a server removes one by its VirtualHost name,
+// PROTOCOL.md §5.4; or its TTL ran out) lose it: each is told the host
+// is gone, and resolves afresh among the virtual hosts cached. It returns
+// their keys, to wake their watchers. c.mu is held.
+func (c *Client) unaliasLocked(typeURL string, d *decoded) [][2]string {
+	if typeURL != resource.VirtualHostURL || len(d.removed)+len(d.emptied) == 0 {
+		return nil
+	}
+	gone := make(map[string]bool, len(d.removed)+len(d.emptied))
+	for _, n := range append(append([]string(nil), d.removed...), d.emptied...) {
+		gone[n] = true
+	}
+	var keys [][2]string
+	for k, st := range c.status {
+		if k[0] == typeURL && st.alias != "" && gone[st.alias] {
+			st.alias, st.absent = "", true
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // schedule wakes the watchers of a resource.
