@@ -370,6 +370,34 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	}
 }
 
+// forget drops what the channel holds of resources the cache evicted (a
+// VHDS name's virtual host, a collection's members) and nothing it
+// subscribes covers: their versions, which a reconnecting stream would
+// declare, and their TTL timers.
+func (ch *channel) forget(typeURL string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[typeURL]
+	if t == nil {
+		return
+	}
+	wants := t.wanted()
+	for _, n := range names {
+		if !wants(n) {
+			delete(t.held, n)
+		}
+	}
+	for k, tm := range t.ttl {
+		if t.held[k[0]] == nil {
+			tm.Stop()
+			delete(t.ttl, k)
+		}
+	}
+}
+
 // isCollection reports whether a subscription is to many resources: the
 // wildcard or a glob.
 func isCollection(n string) bool {
