@@ -31,7 +31,7 @@ type DB struct {
 
 	// The hook queue: callers of Subscribe and Unsubscribe with hooks due
 	// take their turn in the order of their state changes (the turn is
-	// taken under mu), so that the hooks of a first and a last
+	// taken under mu), so that the Interest hooks of a first and a last
 	// subscription of one Interest never run out of order. Each caller
 	// runs its own hooks, so they have run when Subscribe or Unsubscribe
 	// returns.
@@ -50,19 +50,21 @@ var hookNow = func() chan struct{} {
 // Hooks tell a cache (client, relay) when interest in a resource starts and
 // stops, so it can subscribe and unsubscribe upstream. They are called after
 // the db's lock is released, on the goroutine of the Subscribe or
-// Unsubscribe that made them due, one call of Subscribe or Unsubscribe at a
-// time and in the order of the changes they report: an Interest(i, false)
-// that ended i is delivered before the Interest(i, true) of a subscription
-// that started it again. They may read and update the db, but must not
-// subscribe or unsubscribe in it (that would wait for its own turn), and
-// must not block for long: every later Subscribe and Unsubscribe with hooks
-// due waits for them.
+// Unsubscribe that made them due, and have run when it returns.
 type Hooks struct {
 	// Interest is called when the first subscription of an Interest starts
-	// (on=true) and when the last one stops (on=false).
+	// (on=true) and when the last one stops (on=false): one call at a time,
+	// in the order of the changes they report (an Interest(i, false) that
+	// ended i comes before the Interest(i, true) of a subscription that
+	// started it again). It may read and update the db, but must not
+	// subscribe or unsubscribe in it (that would wait for its own turn),
+	// and must not block for long: every later Subscribe and Unsubscribe
+	// that calls it waits.
 	Interest func(i Interest, on bool)
-	// Subscribed is called on every subscription, after Interest (a relay
-	// counts cache hits with it, and refetches what it may not cache).
+	// Subscribed is called on every subscription, after Interest, and after
+	// every Interest call of earlier changes has returned (a relay counts
+	// cache hits with it, and refetches what it may not cache). It is not
+	// called in turn: calls may run concurrently, and may subscribe.
 	Subscribed func(i Interest)
 }
 
@@ -572,15 +574,24 @@ func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Param
 	if turn == nil {
 		return
 	}
-	<-turn
-	defer d.hookDone()
 	i := Interest{Type: typeURL, Name: n, Params: k.params}
-	if interest {
-		d.hooks.Interest(i, true)
-	}
+	d.runHooks(turn, func() {
+		if interest {
+			d.hooks.Interest(i, true)
+		}
+	})
+	// After every earlier hook, but out of turn: Subscribed may subscribe.
 	if d.hooks.Subscribed != nil {
 		d.hooks.Subscribed(i)
 	}
+}
+
+// runHooks waits for a caller's turn, runs fn, and ends the turn (also
+// when fn panics).
+func (d *DB) runHooks(turn chan struct{}, fn func()) {
+	<-turn
+	defer d.hookDone()
+	fn()
 }
 
 // Unsubscribe removes one subscription made by Subscribe. A subscriber
@@ -598,9 +609,7 @@ func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Par
 	if !last {
 		return
 	}
-	<-turn
-	defer d.hookDone()
-	d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false)
+	d.runHooks(turn, func() { d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false) })
 }
 
 // hookTurn queues a caller with hooks due; the returned channel is closed

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
@@ -406,5 +407,34 @@ func TestInterestHooksInOrderUnderConcurrency(t *testing.T) {
 	}
 	if d.hookBusy || len(d.hookWait) > 0 {
 		t.Errorf("hook queue left busy (%v) or waiting (%d)", d.hookBusy, len(d.hookWait))
+	}
+}
+
+// Subscribed runs out of turn: it may subscribe in the db itself (a
+// relay's or an application's callback starting a watch) without waiting
+// for its own turn.
+func TestSubscribedHookMaySubscribe(t *testing.T) {
+	var d *DB
+	s, _ := newSub()
+	d = New(Hooks{
+		Interest: func(Interest, bool) {},
+		Subscribed: func(i Interest) {
+			if i.Name == "a" {
+				d.Subscribe(s, resource.ClusterURL, "b", nil)
+			}
+		},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Subscribe(s, resource.ClusterURL, "a", nil)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Subscribed hook subscribing deadlocked")
+	}
+	if len(d.interest) != 2 {
+		t.Errorf("interests %v, want a and b", d.interest)
 	}
 }
