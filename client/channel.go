@@ -442,6 +442,30 @@ func (t *upType) stopUnheldTTLs() {
 	}
 }
 
+// forget drops what the channel holds of resources the cache evicted (a
+// VHDS name's virtual host, a collection's members) and nothing it
+// subscribes covers: their versions, which a reconnecting stream would
+// declare, and their TTL timers.
+func (ch *channel) forget(typeURL string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[typeURL]
+	if t == nil {
+		return
+	}
+	wants := t.wanted()
+	for _, n := range names {
+		if !wants(n) {
+			delete(t.held, n)
+			delete(t.lingering, n)
+		}
+	}
+	t.stopUnheldTTLs()
+}
+
 // forgetLingering lets go of what lingered through an outage and was not
 // subscribed again, now that a healthy stream is up: the client evicts it
 // from the cache (Client.healthy). ch.mu is held.

@@ -74,7 +74,7 @@ type Client struct {
 	// because their upstream is down: a subscriber arriving meanwhile (a
 	// client restarted during the outage) is served from the cache. They
 	// are evicted once the upstream is healthy again.
-	lingering map[db.Interest]*channel
+	lingering map[db.Interest]linger
 	watchers  map[[2]string]map[*watcher]struct{} // by (type, name) watched or followed
 	altTimers map[*time.Timer]struct{}            // pending #alt= rechecks, stopped by Close
 	closed    bool
@@ -86,8 +86,18 @@ type Client struct {
 	// handler cancelling a watch) must not wait for a delivery to end.
 	deliverG atomic.Uint64
 	kick     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	stop     chan struct{} // closed by Close: the delivery goroutine ends
+	done     chan struct{} // closed when the delivery goroutine has ended
+	// closedChans is closed once Close has closed every channel.
+	closedChans chan struct{}
+}
+
+// linger is an ended interest whose cache entries outlive it: the channel
+// it was subscribed on, and (VHDS) the virtual host its name resolved to,
+// which is evicted with it.
+type linger struct {
+	ch    *channel
+	alias string
 }
 
 // resStatus is what the client knows of one resource beyond its contents.
@@ -123,9 +133,9 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{}, lingering: map[db.Interest]*channel{},
+	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{}, lingering: map[db.Interest]linger{},
 		watchers: map[[2]string]map[*watcher]struct{}{}, dirty: map[*watcher]struct{}{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), closedChans: make(chan struct{})}
 	c.db = db.NewCache(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
 	go c.deliverLoop()
 	return c, nil
@@ -134,11 +144,16 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 // DB is the client's cache: what a relay serves downstream.
 func (c *Client) DB() *db.DB { return c.db }
 
-// Close stops every stream and watcher.
+// Close stops every stream and watcher. Once it returns no handler is
+// called — but Close may be called from a handler, and then it returns
+// without waiting for the handler (the caller itself) to end: no handler
+// is called after that one returns. A Close racing another waits for it.
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		<-c.closedChans
+		c.waitDelivery()
 		return
 	}
 	c.closed = true
@@ -159,8 +174,17 @@ func (c *Client) Close() {
 	for _, ch := range chans {
 		ch.close()
 	}
+	close(c.closedChans)
 	close(c.stop)
-	<-c.done
+	c.waitDelivery()
+}
+
+// waitDelivery waits for the delivery goroutine to end, unless it is the
+// caller (a handler closing the client).
+func (c *Client) waitDelivery() {
+	if goroutineID() != c.deliverG.Load() {
+		<-c.done
+	}
 }
 
 // route finds the channel serving a resource name: by its authority for an
@@ -236,13 +260,13 @@ func (c *Client) interest(i db.Interest, on bool) {
 		if st != nil {
 			alias = st.alias
 		}
-		linger := last && !ch.isHealthy()
-		if linger {
-			c.lingering[i] = ch
+		lingers := last && !ch.isHealthy()
+		if lingers {
+			c.lingering[i] = linger{ch: ch, alias: alias}
 		}
 		c.mu.Unlock()
-		if last && !linger {
-			c.evict(i, alias)
+		if last && !lingers {
+			c.evict(ch, i, alias)
 		}
 		return
 	}
@@ -279,8 +303,10 @@ func (c *Client) subscribed(i db.Interest) {
 // resource, a glob's members, a wildcard's resources, the virtual host a
 // VHDS name resolved to — unless another interest still covers it (TP2: a
 // cache entry goes when its last subscription does; nothing unsubscribed
-// may be served stale).
-func (c *Client) evict(i db.Interest, alias string) {
+// may be served stale). What the channel held of them goes too, so a
+// reconnecting stream does not declare it (PROTOCOL.md §2.9), and so do
+// their statuses.
+func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	var names []string
 	c.db.Read(func(r *db.Reader) {
 		switch {
@@ -297,12 +323,16 @@ func (c *Client) evict(i db.Interest, alias string) {
 	})
 	c.mu.Lock()
 	var gone [][2]string
+	var goneNames []string
 	for _, n := range names {
 		if !c.coveredLocked(i.Type, n) {
 			gone = append(gone, [2]string{i.Type, n})
+			goneNames = append(goneNames, n)
+			c.dropIdleLocked([2]string{i.Type, n})
 		}
 	}
 	c.mu.Unlock()
+	ch.forget(i.Type, goneNames)
 	// Forget that the source answered for the name: a later subscription
 	// must ask again.
 	u := db.Update{Removes: gone, Unknown: []db.Interest{i, {Type: i.Type, Name: i.Name, Params: db.AnyParams}}}
@@ -349,12 +379,24 @@ func (c *Client) coveredLocked(typeURL, n string) bool {
 	if g, ok := db.InGlob(n); ok && covers(g) {
 		return true
 	}
+	if typeURL != resource.VirtualHostURL {
+		return false // only on-demand VHDS names have aliases
+	}
 	for k, st := range c.status {
 		if k[0] == typeURL && st.alias == n && st.interest > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// dropIdleLocked forgets the status of a resource nothing covers any more
+// (no interest of its own, nor a wildcard, glob or VHDS name's), unless a
+// does-not-exist timer runs for it. c.mu is held.
+func (c *Client) dropIdleLocked(k [2]string) {
+	if st := c.status[k]; st != nil && st.interest <= 0 && st.timer == nil && !c.coveredLocked(k[0], k[1]) {
+		delete(c.status, k)
+	}
 }
 
 func (c *Client) statusLocked(k [2]string) *resStatus {
@@ -392,15 +434,17 @@ func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
 func (c *Client) healthy(ch *channel) {
 	c.mu.Lock()
 	var gone []db.Interest
-	for i, lch := range c.lingering {
-		if lch == ch {
+	var aliases []string
+	for i, l := range c.lingering {
+		if l.ch == ch {
 			gone = append(gone, i)
+			aliases = append(aliases, l.alias)
 			delete(c.lingering, i)
 		}
 	}
 	c.mu.Unlock()
-	for _, i := range gone {
-		c.evict(i, "")
+	for j, i := range gone {
+		c.evict(ch, i, aliases[j])
 	}
 }
 
@@ -511,6 +555,7 @@ func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
 		}
 		keys = append(keys, k)
 	}
+	keys = append(keys, c.unaliasLocked(typeURL, d)...)
 	for _, g := range d.gone {
 		keys = append(keys, [2]string{typeURL, g.Name})
 	}
@@ -522,10 +567,38 @@ func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
 		c.statusLocked(k).err = msg
 		keys = append(keys, k)
 	}
+	// What nothing covers any more (an answer crossing an unsubscription,
+	// a virtual host whose names are gone) leaves no status behind.
+	for _, k := range keys {
+		c.dropIdleLocked(k)
+	}
 	c.mu.Unlock()
 	for _, k := range keys {
 		c.schedule(k)
 	}
+}
+
+// unaliasLocked: on-demand VHDS names that resolved to a virtual host the
+// response removed (a server removes one by its VirtualHost name,
+// PROTOCOL.md §5.4; or its TTL ran out) lose it: each is told the host
+// is gone, and resolves afresh among the virtual hosts cached. It returns
+// their keys, to wake their watchers. c.mu is held.
+func (c *Client) unaliasLocked(typeURL string, d *decoded) [][2]string {
+	if typeURL != resource.VirtualHostURL || len(d.removed)+len(d.emptied) == 0 {
+		return nil
+	}
+	gone := make(map[string]bool, len(d.removed)+len(d.emptied))
+	for _, n := range append(append([]string(nil), d.removed...), d.emptied...) {
+		gone[n] = true
+	}
+	var keys [][2]string
+	for k, st := range c.status {
+		if k[0] == typeURL && st.alias != "" && gone[st.alias] {
+			st.alias, st.absent = "", true
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // schedule wakes the watchers of a resource.
@@ -573,6 +646,11 @@ func (c *Client) deliverLoop() {
 		c.dmu.Unlock()
 		sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
 		for _, w := range ws {
+			select {
+			case <-c.stop:
+				return // closed, perhaps by the handler just called
+			default:
+			}
 			// cancel waits on hmu for a delivery under way.
 			w.hmu.Lock()
 			w.deliver()

@@ -74,6 +74,7 @@ func (e Event) Message() (proto.Message, error) {
 
 // Handler receives a watcher's events. Handlers are called one at a time, in
 // order, on the client's delivery goroutine; they must not block for long.
+// A handler may start and cancel watches, and may Close the client.
 type Handler func(Event)
 
 type watchKind int
@@ -615,23 +616,24 @@ type listCollection struct {
 	values map[string]*resource.Variant
 }
 
+// onCollection follows the collection's locator entries. It calls no
+// callback with lc.mu held: onErr or h may cancel the collection.
 func (lc *listCollection) onCollection(e Event) {
 	switch e.Kind {
 	case Errored:
-		if lc.onErr != nil {
-			lc.onErr(e.Err)
-		}
+		lc.reportErr(e.Err)
 		return
 	case Removed, DoesNotExist:
 		lc.coll = nil
 	case Updated:
 		lc.coll = e.Variant
 	}
+	var errs []error
 	want := map[string]bool{}
 	if lc.coll != nil {
 		entries, err := resource.CollectionEntries(lc.coll.Body())
-		if err != nil && lc.onErr != nil {
-			lc.onErr(err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", lc.coll.Name, err))
 		}
 		for _, en := range entries {
 			if l := en.GetLocator(); l != nil {
@@ -641,6 +643,9 @@ func (lc *listCollection) onCollection(e Event) {
 			}
 		}
 	}
+	// Watch and a member's cancel call no callback (this is the delivery
+	// goroutine: a cancel does not wait), so they may run under lc.mu,
+	// which keeps a cancel from elsewhere from missing a member added.
 	lc.mu.Lock()
 	if lc.cancelled {
 		lc.mu.Unlock()
@@ -657,7 +662,6 @@ func (lc *listCollection) onCollection(e Event) {
 		if _, ok := lc.members[n]; ok {
 			continue
 		}
-		n := n
 		cf, err := lc.c.Watch(context.Background(), lc.elem.URL, n, func(e Event) {
 			switch e.Kind {
 			case Updated:
@@ -665,29 +669,40 @@ func (lc *listCollection) onCollection(e Event) {
 			case Removed, DoesNotExist:
 				delete(lc.values, n)
 			case Errored:
-				if lc.onErr != nil {
-					lc.onErr(e.Err)
-				}
+				lc.reportErr(e.Err)
 			}
 			lc.report()
 		})
 		if err != nil {
-			if lc.onErr != nil {
-				lc.onErr(err)
-			}
+			errs = append(errs, fmt.Errorf("member %s: %w", n, err))
 			continue
 		}
 		lc.members[n] = cf
 	}
 	lc.mu.Unlock()
+	for _, err := range errs {
+		lc.reportErr(err)
+	}
 	lc.report()
 }
 
-func (lc *listCollection) report() {
+// reportErr passes an error to onErr, if set, unless the collection has
+// been cancelled (an earlier onErr may have cancelled it).
+func (lc *listCollection) reportErr(err error) {
+	if lc.onErr == nil || lc.isCancelled() {
+		return
+	}
+	lc.onErr(err)
+}
+
+func (lc *listCollection) isCancelled() bool {
 	lc.mu.Lock()
-	cancelled := lc.cancelled
-	lc.mu.Unlock()
-	if cancelled {
+	defer lc.mu.Unlock()
+	return lc.cancelled
+}
+
+func (lc *listCollection) report() {
+	if lc.isCancelled() {
 		return
 	}
 	var out []CollectionMember

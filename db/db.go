@@ -28,17 +28,43 @@ type DB struct {
 	epoch    uint64
 	hooks    Hooks
 	reader   Reader // handed to every Read (a Reader holds nothing of its own)
+
+	// The hook queue: callers of Subscribe and Unsubscribe with hooks due
+	// take their turn in the order of their state changes (the turn is
+	// taken under mu), so that the Interest hooks of a first and a last
+	// subscription of one Interest never run out of order. Each caller
+	// runs its own hooks, so they have run when Subscribe or Unsubscribe
+	// returns.
+	hmu      sync.Mutex
+	hookBusy bool            // a caller is running its hooks
+	hookWait []chan struct{} // callers waiting for their turn, in order
 }
+
+// hookNow is the turn of a caller that may run its hooks at once.
+var hookNow = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Hooks tell a cache (client, relay) when interest in a resource starts and
 // stops, so it can subscribe and unsubscribe upstream. They are called after
-// the db's lock is released, in order, and must not block for long.
+// the db's lock is released, on the goroutine of the Subscribe or
+// Unsubscribe that made them due, and have run when it returns.
 type Hooks struct {
 	// Interest is called when the first subscription of an Interest starts
-	// (on=true) and when the last one stops (on=false).
+	// (on=true) and when the last one stops (on=false): one call at a time,
+	// in the order of the changes they report (an Interest(i, false) that
+	// ended i comes before the Interest(i, true) of a subscription that
+	// started it again). It may read and update the db, but must not
+	// subscribe or unsubscribe in it (that would wait for its own turn),
+	// and must not block for long: every later Subscribe and Unsubscribe
+	// that calls it waits.
 	Interest func(i Interest, on bool)
-	// Subscribed is called on every subscription, after Interest (a relay
-	// counts cache hits with it, and refetches what it may not cache).
+	// Subscribed is called on every subscription, after Interest, and after
+	// every Interest call of earlier changes has returned (a relay counts
+	// cache hits with it, and refetches what it may not cache). It is not
+	// called in turn: calls may run concurrently, and may subscribe.
 	Subscribed func(i Interest)
 }
 
@@ -539,14 +565,33 @@ func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Param
 	default:
 		t.entry(n).subs[s]++
 	}
-	d.mu.Unlock()
-	i := Interest{Type: typeURL, Name: n, Params: k.params}
-	if first && d.hooks.Interest != nil {
-		d.hooks.Interest(i, true)
+	interest := first && d.hooks.Interest != nil
+	var turn chan struct{}
+	if interest || d.hooks.Subscribed != nil {
+		turn = d.hookTurn()
 	}
+	d.mu.Unlock()
+	if turn == nil {
+		return
+	}
+	i := Interest{Type: typeURL, Name: n, Params: k.params}
+	d.runHooks(turn, func() {
+		if interest {
+			d.hooks.Interest(i, true)
+		}
+	})
+	// After every earlier hook, but out of turn: Subscribed may subscribe.
 	if d.hooks.Subscribed != nil {
 		d.hooks.Subscribed(i)
 	}
+}
+
+// runHooks waits for a caller's turn, runs fn, and ends the turn (also
+// when fn panics).
+func (d *DB) runHooks(turn chan struct{}, fn func()) {
+	<-turn
+	defer d.hookDone()
+	fn()
 }
 
 // Unsubscribe removes one subscription made by Subscribe. A subscriber
@@ -555,11 +600,47 @@ func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Param
 func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
 	k := subKey{typeURL, n, params.Key()}
 	d.mu.Lock()
-	last := d.unsubscribe(s, k)
-	d.mu.Unlock()
-	if last && d.hooks.Interest != nil {
-		d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false)
+	last := d.unsubscribe(s, k) && d.hooks.Interest != nil
+	var turn chan struct{}
+	if last {
+		turn = d.hookTurn()
 	}
+	d.mu.Unlock()
+	if !last {
+		return
+	}
+	d.runHooks(turn, func() { d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false) })
+}
+
+// hookTurn queues a caller with hooks due; the returned channel is closed
+// when its turn comes. d.mu is held, so turns follow the state changes.
+func (d *DB) hookTurn() chan struct{} {
+	d.hmu.Lock()
+	defer d.hmu.Unlock()
+	if !d.hookBusy {
+		d.hookBusy = true
+		return hookNow
+	}
+	c := make(chan struct{})
+	d.hookWait = append(d.hookWait, c)
+	return c
+}
+
+// hookDone ends a caller's turn and hands it to the next in line.
+func (d *DB) hookDone() {
+	d.hmu.Lock()
+	defer d.hmu.Unlock()
+	if len(d.hookWait) == 0 {
+		d.hookBusy = false
+		return
+	}
+	next := d.hookWait[0]
+	d.hookWait[0] = nil
+	d.hookWait = d.hookWait[1:]
+	if len(d.hookWait) == 0 {
+		d.hookWait = nil // let the backing array go
+	}
+	close(next)
 }
 
 func (d *DB) addInterest(k subKey) bool {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
@@ -346,5 +347,94 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if n := len(d.tables[resource.ClusterURL].entries); n != 10 {
 		t.Errorf("entries = %d", n)
+	}
+}
+
+// The Interest hooks of one Interest alternate on, off, on… as its
+// subscriptions start and stop, however many goroutines subscribe and
+// unsubscribe at once; and each caller's hooks have run when its call
+// returns. (A hook that saw on before off would leave a watched name
+// unsubscribed upstream.)
+func TestInterestHooksInOrderUnderConcurrency(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		on   = map[string]bool{}
+		errs []string
+	)
+	d := New(Hooks{
+		Interest: func(i Interest, up bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if on[i.Name] == up {
+				errs = append(errs, fmt.Sprintf("%s: Interest(%v) twice in a row", i.Name, up))
+			}
+			on[i.Name] = up
+		},
+		Subscribed: func(i Interest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !on[i.Name] {
+				errs = append(errs, fmt.Sprintf("%s: Subscribed before Interest(true) returned", i.Name))
+			}
+		},
+	})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, _ := newSub()
+			for i := range 2000 {
+				n := fmt.Sprintf("c%d", (i+w)%3)
+				d.Subscribe(s, resource.ClusterURL, n, nil)
+				mu.Lock()
+				if !on[n] {
+					errs = append(errs, fmt.Sprintf("%s: subscribed, but its Interest is off", n))
+				}
+				mu.Unlock()
+				d.Unsubscribe(s, resource.ClusterURL, n, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d hook order errors, first: %s", len(errs), errs[0])
+	}
+	for n, up := range on {
+		if up {
+			t.Errorf("%s: Interest left on with no subscriber", n)
+		}
+	}
+	if d.hookBusy || len(d.hookWait) > 0 {
+		t.Errorf("hook queue left busy (%v) or waiting (%d)", d.hookBusy, len(d.hookWait))
+	}
+}
+
+// Subscribed runs out of turn: it may subscribe in the db itself (a
+// relay's or an application's callback starting a watch) without waiting
+// for its own turn.
+func TestSubscribedHookMaySubscribe(t *testing.T) {
+	var d *DB
+	s, _ := newSub()
+	d = New(Hooks{
+		Interest: func(Interest, bool) {},
+		Subscribed: func(i Interest) {
+			if i.Name == "a" {
+				d.Subscribe(s, resource.ClusterURL, "b", nil)
+			}
+		},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Subscribe(s, resource.ClusterURL, "a", nil)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Subscribed hook subscribing deadlocked")
+	}
+	if len(d.interest) != 2 {
+		t.Errorf("interests %v, want a and b", d.interest)
 	}
 }

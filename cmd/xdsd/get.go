@@ -260,6 +260,9 @@ func parseGet(cmd string, args []string, stdout io.Writer) (*getFlags, *resource
 	if f.output != "yaml" && f.output != "json" {
 		return nil, nil, nil, usagef("-o %q: want yaml or json", f.output)
 	}
+	if f.timeout <= 0 {
+		return nil, nil, nil, usagef("--timeout %v: want a positive duration", f.timeout)
+	}
 	typ, err := resource.Lookup(pos[0])
 	if err != nil {
 		return nil, nil, nil, usagef("%v", err)
@@ -275,10 +278,71 @@ func startClient(f *getFlags, typ *resource.Type, names []string, logger *slog.L
 	return client.New(b, client.Options{DoesNotExistTimeout: f.timeout, Logger: logger})
 }
 
-// runGet prints what a client with the given parameters gets: each resource
-// with its name, version and constraints, or why not. It exits 1 when any
-// name could not be had, and fails naming the server when one could not be
-// reached within --timeout.
+// nameState is what get knows of one requested name: the latest word on
+// it (a glob's or the wildcard's: the latest of each member, and of the
+// collection itself).
+type nameState struct {
+	heard   bool
+	latest  *Result           // a single name
+	members map[string]Result // a glob's or the wildcard's members
+	own     *Result           // a glob's or the wildcard's own status: does-not-exist, or an error
+}
+
+// note records an event as the latest word on the name, or on a member.
+func (st *nameState) note(e client.Event, typ *resource.Type, multi bool) {
+	st.heard = true
+	r := render(e, typ)
+	r.Event = ""
+	if !multi {
+		st.latest = &r
+		return
+	}
+	// A collection watcher is told of members as they come and go, and
+	// of the collection itself when it is empty or in error.
+	switch e.Kind {
+	case client.Updated:
+		if st.members == nil {
+			st.members = map[string]Result{}
+		}
+		st.members[e.Name] = r
+		st.own = nil // a later answer: the collection has members
+	case client.Removed:
+		delete(st.members, e.Name)
+	default:
+		st.own = &r
+	}
+}
+
+// results lists the name's latest state for printing: n's own, a
+// collection's members in name order (and its own status), or, when
+// nothing was heard, does-not-exist.
+func (st *nameState) results(typ *resource.Type, n string) []Result {
+	var rs []Result
+	if st.latest != nil {
+		rs = append(rs, *st.latest)
+	}
+	names := make([]string, 0, len(st.members))
+	for m := range st.members {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	for _, m := range names {
+		rs = append(rs, st.members[m])
+	}
+	if st.own != nil && (len(names) == 0 || st.own.Error != "") {
+		rs = append(rs, *st.own)
+	}
+	if len(rs) == 0 {
+		rs = []Result{{Resource: admin.Resource{Type: typ.Name, Name: n}, Status: "does-not-exist"}}
+	}
+	return rs
+}
+
+// runGet prints what a client with the given parameters gets: each name
+// requested once, in its latest state when every name has been answered
+// (or --timeout passed) — the resource, or why not. It exits 1 when any
+// name could not be had in the end (does not exist, or rejected), and
+// fails naming the server when one could not be reached within --timeout.
 func runGet(args []string, stdout, stderr io.Writer) error {
 	f, typ, names, err := parseGet("get", args, stdout)
 	if err != nil {
@@ -290,14 +354,20 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 	var (
-		mu      sync.Mutex
-		results = map[string][]Result{}
-		done    = map[string]bool{}
-		all     = make(chan struct{})
-		stop    = make(chan struct{})
-		last    = time.Now()
+		mu     sync.Mutex
+		states = map[string]*nameState{}
+		done   = map[string]bool{}
+		frozen bool // every name is done: later events change nothing printed
+		all    = make(chan struct{})
+		stop   = make(chan struct{})
+		last   = time.Now()
 	)
 	defer close(stop)
+	for _, n := range names {
+		if states[n] == nil {
+			states[n] = &nameState{}
+		}
+	}
 	ctx := context.Background()
 	// finished closes all once every name is done; mu is held.
 	finished := func() {
@@ -306,6 +376,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 				return
 			}
 		}
+		frozen = true
 		select {
 		case <-all:
 		default:
@@ -314,10 +385,14 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, n := range names {
 		multi := n == db.Wildcard || db.IsGlob(n)
+		st := states[n]
 		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
 			mu.Lock()
 			defer mu.Unlock()
-			results[n] = append(results[n], render(e, typ))
+			if frozen {
+				return
+			}
+			st.note(e, typ, multi)
 			if !multi {
 				done[n] = true
 			}
@@ -342,7 +417,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 					case <-t.C:
 					}
 					mu.Lock()
-					settled := len(results[n]) > 0 && time.Since(last) > 200*time.Millisecond
+					settled := st.heard && time.Since(last) > 200*time.Millisecond
 					if settled || time.Now().After(deadline) {
 						done[n] = true
 						finished()
@@ -366,8 +441,9 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			if why := notReached(c, n, f.timeout); why != "" {
-				results[n] = []Result{{Resource: admin.Resource{Type: typ.Name, Name: n}}}
-				results[n][0].Error = why
+				r := Result{Resource: admin.Resource{Type: typ.Name, Name: n}}
+				r.Error = why
+				states[n] = &nameState{heard: true, latest: &r}
 				done[n] = true
 				if !slices.Contains(unreachable, why) {
 					unreachable = append(unreachable, why)
@@ -386,21 +462,21 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	frozen = true
 	var out []Result
 	failed := false
+	printed := map[string]bool{}
 	for _, n := range names {
-		rs := results[n]
-		if len(rs) == 0 {
-			rs = []Result{{Resource: admin.Resource{Type: typ.Name, Name: n}, Status: "does-not-exist"}}
+		if printed[n] {
+			continue // asked for twice: printed once
 		}
-		for i := range rs {
-			rs[i].Event = ""
-			if rs[i].Status != "" || rs[i].Error != "" {
+		printed[n] = true
+		for _, r := range states[n].results(typ, n) {
+			if r.Status != "" || r.Error != "" {
 				failed = true
 			}
+			out = append(out, r)
 		}
-		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
-		out = append(out, rs...)
 	}
 	if err := printResults(stdout, f.output, out, false); err != nil {
 		return err

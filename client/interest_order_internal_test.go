@@ -1,0 +1,77 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// The last watcher of a name cancelling while a new one starts watching it
+// leaves the name subscribed upstream: the db's interest hooks reach the
+// client in the order of the changes (off, then on), never on then off.
+func TestWatchRacingLastCancelStaysSubscribed(t *testing.T) {
+	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(b, Options{Logger: servertest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nop := func(Event) {}
+	const rounds = 3000
+	lost := 0
+	for i := range rounds {
+		n := fmt.Sprintf("c%d", i)
+		c1, err := c.Watch(context.Background(), resource.ClusterURL, n, nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c2 func()
+		var wg sync.WaitGroup
+		wg.Add(2)
+		start := make(chan struct{})
+		go func() {
+			defer wg.Done()
+			<-start
+			spinFor(time.Duration(i%7) * time.Microsecond)
+			c1()
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			spinFor(time.Duration(i%13) * time.Microsecond)
+			c2, _ = c.Watch(context.Background(), resource.ClusterURL, n, nop)
+		}()
+		close(start)
+		wg.Wait()
+		ch, _ := c.route(n)
+		ch.mu.Lock()
+		_, ok := ch.types[resource.ClusterURL].subs[subKey{n, ""}]
+		ch.mu.Unlock()
+		if !ok {
+			if lost++; lost == 1 {
+				t.Logf("round %d: watched, but not subscribed upstream; status %+v", i, c.statusOf([2]string{resource.ClusterURL, n}))
+			}
+		}
+		if c2 != nil {
+			c2()
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d/%d rounds left a watched name unsubscribed upstream", lost, rounds)
+	}
+}
+
+// spinFor busy-waits for d, to shift one goroutine against another more
+// finely than a sleep can.
+func spinFor(d time.Duration) {
+	for s := time.Now(); time.Since(s) < d; {
+	}
+}

@@ -1,0 +1,35 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/store/storetest"
+)
+
+// An answer about names nothing watches any more (one crossing their
+// unsubscription on the wire) leaves no status behind, while the status
+// of a watched name is kept.
+func TestAnswerForUnwatchedNamesLeavesNoStatus(t *testing.T) {
+	c := newVHDSClient(t, "127.0.0.1:1")
+	cancel, err := c.Watch(context.Background(), resource.ClusterURL, "watched", func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	ch, _ := c.route("watched")
+	puts := []*resource.Variant{storetest.Cluster("watched", "", "1"), storetest.Cluster("late", "", "1")}
+	c.applied(ch, resource.ClusterURL, db.Update{}, &decoded{puts: puts, removed: []string{"gone"}, bad: map[string]string{"bad": "bad: invalid"}})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, st := range c.status {
+		if k[1] != "watched" {
+			t.Errorf("status left for unwatched %s: %+v", k[1], *st)
+		}
+	}
+	if st := c.status[[2]string{resource.ClusterURL, "watched"}]; st == nil || !st.got {
+		t.Errorf("status of the watched name: %+v", st)
+	}
+}

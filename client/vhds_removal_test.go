@@ -1,0 +1,122 @@
+package client_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// vhdsScript is a delta ADS server whose test decides every response.
+type vhdsScript struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	reqs chan *discoveryv3.DeltaDiscoveryRequest
+	resp chan *discoveryv3.DeltaDiscoveryResponse
+}
+
+func startVHDSScript(t *testing.T) (string, *vhdsScript) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &vhdsScript{reqs: make(chan *discoveryv3.DeltaDiscoveryRequest, 100), resp: make(chan *discoveryv3.DeltaDiscoveryResponse)}
+	g := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s)
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	return l.Addr().String(), s
+}
+
+func (s *vhdsScript) DeltaAggregatedResources(st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			s.reqs <- req
+		}
+	}()
+	for {
+		select {
+		case r := <-s.resp:
+			if err := st.Send(r); err != nil {
+				return err
+			}
+		case err := <-errc:
+			return err
+		}
+	}
+}
+
+func (s *vhdsScript) send(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse) {
+	t.Helper()
+	select {
+	case s.resp <- r:
+	case <-time.After(wait):
+		t.Fatal("no stream to send on")
+	}
+}
+
+// PROTOCOL.md §5.4: a server removes a virtual host by its VirtualHost
+// name. An on-demand VHDS watcher, which asked for "<rc>/<host>" and was
+// answered with that virtual host under an alias, is told it is removed;
+// and once a virtual host answers the name again, it is told of that one.
+func TestVHDSWatcherToldWhenVirtualHostRemovedByName(t *testing.T) {
+	addr, s := startVHDSScript(t)
+	c := newClient(t, bs{servers: []string{addr}}.build(t), client.Options{})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.VirtualHostURL, "rc/a.example.org", r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	select {
+	case <-s.reqs:
+	case <-time.After(wait):
+		t.Fatal("no request")
+	}
+	vh := func(name, version string, domains ...string) *discoveryv3.Resource {
+		a, err := anypb.New(&routev3.VirtualHost{Name: name, Domains: domains})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &discoveryv3.Resource{Name: name, Version: version, Aliases: []string{"rc/a.example.org"}, Resource: a}
+	}
+	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "1",
+		Resources: []*discoveryv3.Resource{vh("rc/web", "1", "*.example.org")}})
+	r.expect(client.Updated, "rc/a.example.org", "rc/web")
+	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "2", RemovedResources: []string{"rc/web"}})
+	r.expect(client.Removed, "rc/a.example.org", "")
+	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "3",
+		Resources: []*discoveryv3.Resource{vh("rc/other", "2", "a.example.org")}})
+	r.expect(client.Updated, "rc/a.example.org", "rc/other")
+}
+
+// The same against xdsd's own server: the virtual host a watcher's name
+// resolved to is deleted from the store, and the watcher hears of it.
+func TestVHDSWatcherToldWhenServerRemovesVirtualHost(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: rc/web\ndomains: [\"*.example.org\"]\n")
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.VirtualHostURL, "rc/a.example.org", r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	r.expect(client.Updated, "", "rc/web")
+	o.Remove("vhds", "rc/web")
+	r.expect(client.Removed, "rc/a.example.org", "")
+}
