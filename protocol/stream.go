@@ -324,7 +324,10 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 		return err
 	}
 	now := time.Now()
-	if n := req.GetResponseNonce(); n != "" {
+	// §1.1: a nonce is valid only on its own stream. Before anything of
+	// the type was sent on this one, a nonce is a previous stream's (a
+	// client that kept it across a reconnection): not stale, just void.
+	if n := req.GetResponseNonce(); n != "" && ts.nonce != "" {
 		if n != ts.nonce {
 			// §1.8: never answer a request with a stale nonce; the client
 			// will send the current state again when the newest response
