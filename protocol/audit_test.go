@@ -35,3 +35,18 @@ func TestSotW_1_1_NonceFromAnotherStreamIsNotStale(t *testing.T) {
 	d.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResponseNonce: "old", ResourceNames: []string{"nope", "r"}})
 	expectNames(t, d.Recv(), resource.RouteURL, "r")
 }
+
+// PROTOCOL.md §5.1: on-demand VHDS is a delta matter. A SotW ADS client
+// asking for virtual hosts by "<rc>/<host>" names one that does not exist
+// must not bring the server down (a not-found answer has no payload, which
+// SotW cannot carry); it is served plain names, like any other type.
+func TestSotW_5_1_VirtualHostsByPlainName(t *testing.T) {
+	h := newHarness(t)
+	h.put(vhost("rc/web", "www.example.com"))
+	c := h.sotw(node("n", nil))
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNames: []string{"rc/nowhere.org", "rc/web", "rc/www.example.com"}})
+	expectNames(t, c.Recv(), resource.VirtualHostURL, "rc/web")
+	c.Barrier(h.putSecret)
+	h.put(vhost("rc/nowhere.org", "nowhere.org"))
+	expectNames(t, c.Recv(), resource.VirtualHostURL, "rc/nowhere.org")
+}

@@ -476,7 +476,7 @@ func appendNew(list []string, add ...string) []string {
 
 // desire computes what the client should hold: for every watch, or (when
 // only is non-nil) only for the names in only.
-func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl, honorDNC bool) *want {
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool) *want {
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
 	add := func(v *resource.Variant, wt *watch, alias string) {
@@ -534,7 +534,14 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl
 		return ok
 	}
 	for _, wt := range watches {
-		switch wt.kind {
+		k := wt.kind
+		if k == watchVHDS && sotw {
+			// On-demand VHDS is delta only (PROTOCOL.md §5.1): its answers
+			// need aliases, and a not-found one has no payload, which SotW
+			// cannot carry. SotW asks for virtual hosts by name.
+			k = watchName
+		}
+		switch k {
 		case watchWildcard:
 			if typeURL == resource.VirtualHostURL {
 				// On-demand VHDS: the wildcard (namespace) subscription's base
