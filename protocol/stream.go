@@ -66,6 +66,9 @@ type stream struct {
 	watchCount int
 	requests   int
 	limiter    limiter
+	// ended: the stream has unsubscribed everything (it is over), so a
+	// request its receiving side still reads must not subscribe again.
+	ended bool
 }
 
 func (s *stream) kind() string {
@@ -288,6 +291,7 @@ func (s *stream) dropWatch(ts *typeState, k watchKey) {
 func (s *stream) unsubscribeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ended = true
 	for _, ts := range s.types {
 		for _, w := range ts.watches() {
 			s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
@@ -306,6 +310,9 @@ func (s *stream) newWatch(n string, locator map[string]string, tp2 bool) *watch 
 // begin starts on a request (s.mu held): the type's state, made if new
 // (existed says whether it was there before), with the node noted.
 func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed bool, err error) {
+	if s.ended {
+		return nil, false, status.Error(codes.Canceled, "stream ended")
+	}
 	if typeURL, err = s.requestType(typeURL); err != nil {
 		return nil, false, err
 	}
