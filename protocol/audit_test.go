@@ -1,10 +1,17 @@
 package protocol_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/xdsd/xdsd/protocol"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -49,4 +56,44 @@ func TestSotW_5_1_VirtualHostsByPlainName(t *testing.T) {
 	c.Barrier(h.putSecret)
 	h.put(vhost("rc/nowhere.org", "nowhere.org"))
 	expectNames(t, c.Recv(), resource.VirtualHostURL, "rc/nowhere.org")
+}
+
+// DESIGN.md §6: misbehaving peers are bounded. Every type URL a stream
+// names costs state, whether or not it subscribes anything, so the distinct
+// types of one stream count against MaxSubscriptions; and types xdsd does
+// not know share one metrics label, so a client cannot mint series.
+func TestMisbehavingPeerBoundedInTypes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, func(o *protocol.Options) { o.MaxSubscriptions = 3; o.Registerer = reg })
+	d := h.delta(nil)
+	d.Sub("type.googleapis.com/made.up.Type") // an implicit wildcard: answered, empty
+	d.Recv()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "type" && strings.Contains(l.GetValue(), "made.up") {
+					t.Errorf("%s has a series for a type a client made up: %s", mf.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+
+	c := h.sotw(nil)
+	for i := range 4 { // no names: nothing subscribed, but a type state each
+		c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: fmt.Sprintf("type.googleapis.com/made.up.T%d", i)})
+	}
+	select {
+	case err := <-c.Errs:
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("err = %v", err)
+		}
+	case r := <-c.Resps:
+		t.Fatalf("answered: %v", r)
+	case <-time.After(wait):
+		t.Fatal("a stream naming more types than it may subscribe was not ended")
+	}
 }

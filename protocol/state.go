@@ -150,9 +150,19 @@ type typeCounters struct{ acks, nacks, stale, pushes, resources, bytes prometheu
 
 func (ts *typeState) counters(m *metrics) *typeCounters {
 	if ts.metrics == nil {
-		ts.metrics = m.forType(ts.typ.Name)
+		ts.metrics = m.forType(TypeLabel(ts.typ))
 	}
 	return ts.metrics
+}
+
+// TypeLabel is a type's metrics label: its name, or "other" for a type
+// xdsd does not know, so that clients naming made-up types cannot mint
+// series (DESIGN.md §6).
+func TypeLabel(t *resource.Type) string {
+	if !t.Known {
+		return "other"
+	}
+	return t.Name
 }
 
 func newTypeState(t *resource.Type) *typeState {

@@ -319,6 +319,10 @@ func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed b
 	s.setNode(n)
 	s.requests++
 	_, existed = s.types[typeURL]
+	if !existed && len(s.types) >= s.srv.opts.MaxSubscriptions {
+		// Each type a stream names costs state, subscribed or not.
+		return nil, false, status.Errorf(codes.ResourceExhausted, "more than %d resource types on one stream", s.srv.opts.MaxSubscriptions)
+	}
 	return s.typeState(typeURL), existed, nil
 }
 
