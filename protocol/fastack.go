@@ -102,8 +102,8 @@ func (s *stream) handlePlainAck(a plainAck) bool {
 		typeURL = s.fixedType
 	}
 	ts := s.types[typeURL]
-	if ts == nil || len(a.nonce) == 0 {
-		return false
+	if ts == nil || len(a.nonce) == 0 || ts.nonce == "" {
+		return false // a nonce before any response is another stream's (§1.1)
 	}
 	if string(a.nonce) != ts.nonce {
 		s.requests++

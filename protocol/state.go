@@ -150,9 +150,19 @@ type typeCounters struct{ acks, nacks, stale, pushes, resources, bytes prometheu
 
 func (ts *typeState) counters(m *metrics) *typeCounters {
 	if ts.metrics == nil {
-		ts.metrics = m.forType(ts.typ.Name)
+		ts.metrics = m.forType(TypeLabel(ts.typ))
 	}
 	return ts.metrics
+}
+
+// TypeLabel is a type's metrics label: its name, or "other" for a type
+// xdsd does not know, so that clients naming made-up types cannot mint
+// series (DESIGN.md §6).
+func TypeLabel(t *resource.Type) string {
+	if !t.Known {
+		return "other"
+	}
+	return t.Name
 }
 
 func newTypeState(t *resource.Type) *typeState {
@@ -476,7 +486,7 @@ func appendNew(list []string, add ...string) []string {
 
 // desire computes what the client should hold: for every watch, or (when
 // only is non-nil) only for the names in only.
-func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl, honorDNC bool) *want {
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool) *want {
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
 	add := func(v *resource.Variant, wt *watch, alias string) {
@@ -534,7 +544,14 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, wrapAll, ttl
 		return ok
 	}
 	for _, wt := range watches {
-		switch wt.kind {
+		k := wt.kind
+		if k == watchVHDS && sotw {
+			// On-demand VHDS is delta only (PROTOCOL.md §5.1): its answers
+			// need aliases, and a not-found one has no payload, which SotW
+			// cannot carry. SotW asks for virtual hosts by name.
+			k = watchName
+		}
+		switch k {
 		case watchWildcard:
 			if typeURL == resource.VirtualHostURL {
 				// On-demand VHDS: the wildcard (namespace) subscription's base

@@ -66,6 +66,9 @@ type stream struct {
 	watchCount int
 	requests   int
 	limiter    limiter
+	// ended: the stream has unsubscribed everything (it is over), so a
+	// request its receiving side still reads must not subscribe again.
+	ended bool
 }
 
 func (s *stream) kind() string {
@@ -288,6 +291,7 @@ func (s *stream) dropWatch(ts *typeState, k watchKey) {
 func (s *stream) unsubscribeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ended = true
 	for _, ts := range s.types {
 		for _, w := range ts.watches() {
 			s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
@@ -306,12 +310,19 @@ func (s *stream) newWatch(n string, locator map[string]string, tp2 bool) *watch 
 // begin starts on a request (s.mu held): the type's state, made if new
 // (existed says whether it was there before), with the node noted.
 func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed bool, err error) {
+	if s.ended {
+		return nil, false, status.Error(codes.Canceled, "stream ended")
+	}
 	if typeURL, err = s.requestType(typeURL); err != nil {
 		return nil, false, err
 	}
 	s.setNode(n)
 	s.requests++
 	_, existed = s.types[typeURL]
+	if !existed && len(s.types) >= s.srv.opts.MaxSubscriptions {
+		// Each type a stream names costs state, subscribed or not.
+		return nil, false, status.Errorf(codes.ResourceExhausted, "more than %d resource types on one stream", s.srv.opts.MaxSubscriptions)
+	}
 	return s.typeState(typeURL), existed, nil
 }
 
@@ -324,7 +335,10 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 		return err
 	}
 	now := time.Now()
-	if n := req.GetResponseNonce(); n != "" {
+	// §1.1: a nonce is valid only on its own stream. Before anything of
+	// the type was sent on this one, a nonce is a previous stream's (a
+	// client that kept it across a reconnection): not stale, just void.
+	if n := req.GetResponseNonce(); n != "" && ts.nonce != "" {
 		if n != ts.nonce {
 			// §1.8: never answer a request with a stale nonce; the client
 			// will send the current state again when the newest response
@@ -814,7 +828,7 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 			only[n] = struct{}{}
 		}
 	}
-	w := ts.desire(r, only, s.wrap, s.ttl, s.srv.opts.HonorDoNotCache)
+	w := ts.desire(r, only, true, s.wrap, s.ttl, s.srv.opts.HonorDoNotCache)
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
@@ -921,7 +935,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !full {
 		only = ts.dirty
 	}
-	w := ts.desire(r, only, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.opts.HonorDoNotCache)
+	w := ts.desire(r, only, false, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.opts.HonorDoNotCache)
 	resp := &response{typeURL: ts.typ.URL, version: version}
 	rem := &response{typeURL: ts.typ.URL, version: version}
 

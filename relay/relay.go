@@ -59,7 +59,7 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 		co.DoesNotExistTimeout = -1
 	}
 	co.Subscribed = func(i db.Interest, cached bool) {
-		t := resource.ForURL(i.Type).Name
+		t := protocol.TypeLabel(resource.ForURL(i.Type))
 		if cached {
 			r.hits.WithLabelValues(t).Inc()
 		} else {
