@@ -697,6 +697,11 @@ func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
 	if !subscribed {
 		return false
 	}
+	if !t.typ.Known && len(t.entries) == 0 && len(t.wildcard) == 0 && len(t.globs) == 0 && len(t.known) == 0 {
+		// A type xdsd does not know, with nothing left in it: gone, so a
+		// peer naming made-up types cannot grow the db without end.
+		delete(d.tables, k.typ)
+	}
 	return d.dropInterest(k)
 }
 

@@ -438,3 +438,26 @@ func TestSubscribedHookMaySubscribe(t *testing.T) {
 		t.Errorf("interests %v, want a and b", d.interest)
 	}
 }
+
+// A peer subscribing to types xdsd does not know leaves nothing behind once
+// it unsubscribes: made-up type URLs cannot grow the db without end.
+func TestUnknownTypeTablesAreCollected(t *testing.T) {
+	d := New(Hooks{})
+	s := NewSubscriber(func() {})
+	for i := range 100 {
+		u := fmt.Sprintf("type.googleapis.com/made.Up%d", i)
+		d.Subscribe(s, u, "x", nil)
+		d.Subscribe(s, u, Wildcard, nil)
+		d.Unsubscribe(s, u, "x", nil)
+		d.Unsubscribe(s, u, Wildcard, nil)
+	}
+	d.Subscribe(s, resource.ClusterURL, "x", nil)
+	d.Unsubscribe(s, resource.ClusterURL, "x", nil)
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for u := range d.tables {
+		if u != resource.ClusterURL {
+			t.Errorf("table of %s left behind", u)
+		}
+	}
+}

@@ -229,6 +229,18 @@ func TestRegistryLookup(t *testing.T) {
 	if o.Known || o != ForURL("type.googleapis.com/example.Unknown") {
 		t.Errorf("opaque type not stable: %+v", o)
 	}
+	// A peer naming made-up types cannot grow the registry without end.
+	for i := range 2 * maxOpaque {
+		if u := fmt.Sprintf("type.googleapis.com/made.Up%d", i); ForURL(u).URL != u {
+			t.Fatalf("ForURL(%s) describes another type", u)
+		}
+	}
+	registry.RLock()
+	n := len(registry.opaque)
+	registry.RUnlock()
+	if n > maxOpaque {
+		t.Errorf("%d opaque types remembered, want at most %d", n, maxOpaque)
+	}
 	if ts := Types(); ts[0].URL != ClusterURL {
 		t.Errorf("ADS order starts with %s, want clusters", ts[0].URL)
 	}

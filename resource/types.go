@@ -218,9 +218,17 @@ func ForURL(url string) *Type {
 	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(url); err == nil {
 		t.msg = mt
 	}
-	registry.opaque[url] = t
+	// Remembered, up to a bound: a peer naming made-up type URLs must not
+	// grow the registry without end (DESIGN.md §6).
+	if len(registry.opaque) < maxOpaque {
+		registry.opaque[url] = t
+	}
 	return t
 }
+
+// maxOpaque bounds how many types xdsd does not know ForURL remembers;
+// past it, each call describes the type afresh.
+const maxOpaque = 1024
 
 // Types lists the registered types in ADS order.
 func Types() []*Type {
