@@ -1226,6 +1226,21 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 // With fullState, held resources the response left out are deleted.
 func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 	var u db.Update
+	if t.url != resource.VirtualHostURL && len(b.puts) > 0 {
+		// A resource no subscription covers any more — sent before the
+		// server saw the unsubscription — is not cached: nothing would evict
+		// it, and a later watcher would be served it stale. (A virtual host
+		// answers the names it is an alias of.)
+		wants := t.wanted()
+		kept := b.puts[:0]
+		for _, v := range b.puts {
+			if wants(v.Name) {
+				kept = append(kept, v)
+			}
+		}
+		clear(b.puts[len(kept):])
+		b.puts = kept
+	}
 	present := map[string]map[string]bool{}
 	for _, v := range b.puts {
 		ck := v.Constraints.Key()
