@@ -80,7 +80,7 @@ type upType struct {
 	// ttl: the TTL timer of each held variant that has one, by name and
 	// constraint key (PROTOCOL.md §2.7): it runs across outages, which is
 	// the point, and is renewed by a heartbeat or a new copy.
-	ttl map[[2]string]*time.Timer
+	ttl map[[2]string]*ttlTimer
 	// lingering: held names nothing subscribes to any more, whose cache
 	// entries the client keeps while no healthy stream is up (Client
 	// lingering). They keep their TTLs, are not declared to a reconnecting
@@ -1354,16 +1354,21 @@ func (ch *channel) setTTL(t *upType, n, ck, version string, ttl time.Duration) {
 		return
 	}
 	if t.ttl == nil {
-		t.ttl = map[[2]string]*time.Timer{}
+		t.ttl = map[[2]string]*ttlTimer{}
 	}
-	var tm *time.Timer
-	tm = time.AfterFunc(ttl, func() { ch.expire(t.url, n, ck, version, tm) })
+	// The timer's identity is known before it can fire (a timer variable
+	// assigned after AfterFunc returns would race with a short TTL).
+	tm := &ttlTimer{}
+	tm.Timer = time.AfterFunc(ttl, func() { ch.expire(t.url, n, ck, version, tm) })
 	t.ttl[k] = tm
 }
 
+// ttlTimer is a held variant's TTL timer.
+type ttlTimer struct{ *time.Timer }
+
 // expire drops a variant whose TTL ran out with no renewal: to the cache
 // and its watchers, as if the server had removed it.
-func (ch *channel) expire(typeURL, n, ck, version string, tm *time.Timer) {
+func (ch *channel) expire(typeURL, n, ck, version string, tm *ttlTimer) {
 	ch.mu.Lock()
 	t := ch.types[typeURL]
 	if t == nil || t.ttl[[2]string{n, ck}] != tm || t.held[n][ck] != version {
