@@ -40,7 +40,8 @@ type Options struct {
 	MaxRedirects int
 	// Validate, when set, is an application's own check of every resource
 	// received; an error rejects (NACKs) the resource and keeps its last
-	// good value.
+	// good value. It runs on the stream's receiving goroutine while the
+	// response is applied: it must be quick and must not call the Client.
 	Validate func(v *resource.Variant, m proto.Message) error
 	// DialOptions are added to every server connection.
 	DialOptions []grpc.DialOption
