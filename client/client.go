@@ -180,6 +180,17 @@ func (c *Client) Close() {
 	c.waitDelivery()
 }
 
+// stopped reports whether Close has ended delivery: a handler that closed
+// the client is the last one called.
+func (c *Client) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitDelivery waits for the delivery goroutine to end, unless it is the
 // caller (a handler closing the client).
 func (c *Client) waitDelivery() {

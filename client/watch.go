@@ -265,7 +265,9 @@ func (w *watcher) cancel() {
 }
 
 func (w *watcher) emit(e Event) {
-	if w.cancelled.Load() {
+	// (Closed: a handler of this delivery may have closed the client, and
+	// no handler is called once it returns.)
+	if w.cancelled.Load() || w.c.stopped() {
 		return
 	}
 	e.Type = w.typ
@@ -696,6 +698,9 @@ func (lc *listCollection) reportErr(err error) {
 }
 
 func (lc *listCollection) isCancelled() bool {
+	if lc.c.stopped() {
+		return true // a callback closed the client
+	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	return lc.cancelled
