@@ -388,12 +388,14 @@ func (ch *channel) lookup(typeURL, name, pkey string) (t *upType, k subKey, s *u
 // what the cache evicted (PROTOCOL.md §2.9), and the client forgets what it
 // knew of them. While no healthy stream is up the client keeps their cache
 // entries instead (Client.interest): they linger, held with their TTLs.
-func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
+// It reports whether they do.
+func (ch *channel) unsubscribe(typeURL string, name, pkey string) (lingers bool) {
 	ch.mu.Lock()
+	linger := ch.connected < 0 || !ch.healthy
 	t, k, s := ch.lookup(typeURL, name, pkey)
 	if s == nil {
 		ch.mu.Unlock()
-		return
+		return linger
 	}
 	delete(t.subs, k)
 	delete(t.toSub, k)
@@ -402,7 +404,6 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	}
 	t.toUnsub[k] = s
 	wants := t.wanted()
-	linger := ch.connected < 0 || !ch.healthy
 	drop := func(n string) {
 		if !linger {
 			delete(t.held, n)
@@ -429,6 +430,7 @@ func (ch *channel) unsubscribe(typeURL string, name, pkey string) {
 	if collection && !wants(name) {
 		ch.c.forgetMembers(ch, typeURL, name)
 	}
+	return linger
 }
 
 // stopUnheldTTLs stops the TTL timers of variants no longer held. ch.mu is

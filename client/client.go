@@ -68,6 +68,11 @@ type Client struct {
 	o  Options
 	db *db.DB
 
+	// imu orders the interest hook with the eviction of what lingered
+	// (healthy): each sees the other's changes to the cache, to what
+	// channels hold and to lingering whole. Taken before mu.
+	imu sync.Mutex
+
 	mu       sync.Mutex
 	channels map[string]*channel
 	status   map[[2]string]*resStatus
@@ -237,6 +242,8 @@ func (c *Client) route(n string) (*channel, error) {
 // parameters) starts an upstream subscription, the last one ends it. So
 // many watchers — or a relay's many downstream streams — share one.
 func (c *Client) interest(i db.Interest, on bool) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
 	ch, err := c.route(i.Name)
 	k := [2]string{i.Type, i.Name}
 	if err != nil {
@@ -255,7 +262,11 @@ func (c *Client) interest(i db.Interest, on bool) {
 		return
 	}
 	if !on {
-		ch.unsubscribe(i.Type, i.Name, i.Params)
+		// The channel decides whether what the interest covered lingers
+		// (its stream is not healthy) and keeps holding it if so: the cache
+		// entry lingers on that decision, not on the stream's state a moment
+		// later.
+		lingered := ch.unsubscribe(i.Type, i.Name, i.Params)
 		c.mu.Lock()
 		st := c.status[k]
 		last := false
@@ -272,7 +283,7 @@ func (c *Client) interest(i db.Interest, on bool) {
 		if st != nil {
 			alias = st.alias
 		}
-		lingers := last && !ch.isHealthy()
+		lingers := last && lingered
 		if lingers {
 			c.lingering[i] = linger{ch: ch, alias: alias}
 		}
@@ -444,6 +455,8 @@ func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
 // left lingering by interests that ended during the outage, and not taken
 // up again since, are evicted now that the upstream can be asked afresh.
 func (c *Client) healthy(ch *channel) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
 	c.mu.Lock()
 	var gone []db.Interest
 	var aliases []string

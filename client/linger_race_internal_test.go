@@ -1,0 +1,85 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/servertest"
+)
+
+// Watches ending as their upstream goes down: whatever the interleaving,
+// every entry the cache keeps is one the channel holds (so a removal by
+// the server reaches it, and its TTL runs), and lingers in the client too
+// (so it is evicted once the upstream is healthy).
+func TestLingerDecisionMatchesChannel(t *testing.T) {
+	o := servertest.Start(t)
+	const n = 40
+	var docs []string
+	for i := range n {
+		docs = append(docs, fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c%d\n", i))
+	}
+	o.Apply(strings.Join(docs, "---\n"))
+	c := newVHDSClient(t, o.Addr)
+	for round := range 5 {
+		if round > 0 {
+			o.Start()
+		}
+		lingerRound(t, c, o, n)
+	}
+}
+
+func lingerRound(t *testing.T, c *Client, o *servertest.Origin, n int) {
+	t.Helper()
+	var cancels []func()
+	got := make(chan string, n)
+	for i := range n {
+		name := fmt.Sprintf("c%d", i)
+		var once sync.Once
+		cancel, err := c.Watch(context.Background(), resource.ClusterURL, name, func(e Event) {
+			if e.Kind == Updated {
+				once.Do(func() { got <- name })
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancels = append(cancels, cancel)
+	}
+	for range n {
+		<-got
+	}
+	ch, _ := c.route("c0")
+	eventually(t, "a healthy stream", ch.isHealthy)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		o.Stop()
+	}()
+	for _, cancel := range cancels {
+		cancel()
+	}
+	wg.Wait()
+	var cached []string
+	c.db.Read(func(r *db.Reader) { cached = r.Names(resource.ClusterURL) })
+	ch.mu.Lock()
+	t0 := ch.types[resource.ClusterURL]
+	var bad []string
+	c.mu.Lock()
+	for _, name := range cached {
+		_, lingers := c.lingering[db.Interest{Type: resource.ClusterURL, Name: name}]
+		if t0.held[name] == nil || !lingers {
+			bad = append(bad, fmt.Sprintf("%s (held %v, lingering %v)", name, t0.held[name] != nil, lingers))
+		}
+	}
+	c.mu.Unlock()
+	ch.mu.Unlock()
+	if len(bad) > 0 {
+		t.Errorf("cached, but not both held and lingering: %v", bad)
+	}
+}
