@@ -770,12 +770,24 @@ func (ch *channel) session(ctx context.Context, i int) (healthy bool, err error)
 }
 
 // newStream resets a type's per-stream state for a new stream. What was
-// due on the old one is moot — changes, fetches again, ACKs and NACKs: the
-// first request on the new one names every subscription anew (§1.6;
-// delta declares what it holds, §2.9). ch.mu is held.
+// due on the old one is moot — unsubscriptions, SotW fetches again, ACKs
+// and NACKs: the first request on the new one names every subscription
+// anew (§1.6; delta declares what it holds, §2.9). ch.mu is held.
 func (t *upType) newStream(sameServer bool) {
 	t.requested = false
-	t.toSub, t.toUnsub = nil, nil
+	// Except a subscription not sent yet — a delta fetch-again (refetch)
+	// among them: the first request names it with the rest, and, being
+	// due, it is not declared held (deltaRequest), so the server sends it.
+	var due map[subKey]*upSub
+	for k, s := range t.toSub {
+		if t.subs[k] == s {
+			if due == nil {
+				due = map[subKey]*upSub{}
+			}
+			due[k] = s
+		}
+	}
+	t.toSub, t.toUnsub = due, nil
 	t.bounce, t.forceSend = nil, false
 	t.ack, t.nacks = nil, nil
 	t.sent = sentRequests{}
@@ -1228,15 +1240,23 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 // With fullState, held resources the response left out are deleted.
 func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 	var u db.Update
-	if t.url != resource.VirtualHostURL && len(b.puts) > 0 {
+	if len(b.puts) > 0 {
 		// A resource no subscription covers any more — sent before the
 		// server saw the unsubscription — is not cached: nothing would evict
-		// it, and a later watcher would be served it stale. (A virtual host
-		// answers the names it is an alias of.)
+		// it, and a later watcher would be served it stale. A virtual host
+		// is covered by the names it answers as an alias of, or, for an
+		// update, by being held already.
 		wants := t.wanted()
+		answers := map[string]bool{}
+		for alias, vh := range b.aliases {
+			if wants(alias) {
+				answers[vh] = true
+			}
+		}
+		vhds := t.url == resource.VirtualHostURL
 		kept := b.puts[:0]
 		for _, v := range b.puts {
-			if wants(v.Name) {
+			if wants(v.Name) || vhds && (answers[v.Name] || t.held[v.Name] != nil) {
 				kept = append(kept, v)
 			}
 		}

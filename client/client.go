@@ -339,6 +339,15 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 			names = r.GlobNames(i.Type, i.Name)
 		default:
 			names = []string{i.Name}
+			if alias == "" && i.Type == resource.VirtualHostURL {
+				// The answer may be in the cache with the name's status not
+				// yet told its alias (a watcher can see it first): resolve
+				// the name as the cache does.
+				params, _ := constraint.ParseParams(i.Params)
+				if v := r.ResolveVirtualHost(i.Name, params); v != nil && v.Name != i.Name {
+					alias = v.Name
+				}
+			}
 			if alias != "" {
 				names = append(names, alias)
 			}

@@ -303,3 +303,38 @@ func TestNewStreamDropsWhatWasDueOnTheOld(t *testing.T) {
 	checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad]  "})
 	checkSent(t, sotwSent(ch.requests(srv)), nil)
 }
+
+// A delta fetch-again (a do_not_cache copy may not answer a new
+// subscriber) asked while no stream is up, or not sent before the stream
+// went, is not lost: the new stream's first request does not declare the
+// name held, so the server sends it again (§2.9).
+func TestDeltaFetchAgainSurvivesANewStream(t *testing.T) {
+	ch, srv := testChannel(t, false)
+	ch.testSubscribe(resource.ClusterURL, "dnc", "other")
+	ch.requests(srv)
+	ch.handleDelta(deltaResponse(t, "1", "n1", "dnc", "other"), srv)
+	ch.requests(srv)
+
+	ch.mu.Lock()
+	ch.connected, ch.healthy = -1, false
+	ch.mu.Unlock()
+	ch.refetch(resource.ClusterURL, "dnc", "")
+	ch.mu.Lock()
+	ch.connected = 0
+	for _, ty := range ch.types {
+		ty.newStream(true)
+	}
+	ch.mu.Unlock()
+	reqs := ch.requests(srv)
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0].(*discoveryv3.DeltaDiscoveryRequest)
+	if got := r.InitialResourceVersions; len(got) != 1 || got["other"] != "1" {
+		t.Errorf("declared %v, want other only (dnc is to be fetched again)", got)
+	}
+	if !slices.Equal(r.ResourceNamesSubscribe, []string{"dnc", "other"}) {
+		t.Errorf("subscribed %v", r.ResourceNamesSubscribe)
+	}
+	checkSent(t, deltaSent(ch.requests(srv)), nil)
+}

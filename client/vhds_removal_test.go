@@ -120,3 +120,60 @@ func TestVHDSWatcherToldWhenServerRemovesVirtualHost(t *testing.T) {
 	o.Remove("vhds", "rc/web")
 	r.expect(client.Removed, "rc/a.example.org", "")
 }
+
+// A virtual host answering an on-demand name after the client unsubscribed
+// it (the answer crossed the unsubscription on the wire) is not cached: a
+// later watcher of the name waits for the server's word instead of being
+// served that copy, which nothing kept current.
+func TestVHDSAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
+	addr, s := startVHDSScript(t)
+	c := newClient(t, bs{servers: []string{addr}}.build(t), client.Options{DoesNotExistTimeout: -1})
+	const alias = "rc/a.example.org"
+	request := func(what string, ok func(*discoveryv3.DeltaDiscoveryRequest) bool) {
+		t.Helper()
+		deadline := time.After(wait)
+		for {
+			select {
+			case r := <-s.reqs:
+				if ok(r) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no request %s", what)
+			}
+		}
+	}
+	subscribes := func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+		return len(r.ResourceNamesSubscribe) == 1 && r.ResourceNamesSubscribe[0] == alias
+	}
+	vh := func(version string) *discoveryv3.Resource {
+		a, err := anypb.New(&routev3.VirtualHost{Name: "rc/web", Domains: []string{"*.example.org"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &discoveryv3.Resource{Name: "rc/web", Version: version, Aliases: []string{alias}, Resource: a}
+	}
+	cancel, err := c.Watch(t.Context(), resource.VirtualHostURL, alias, func(client.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request("subscribing the name", subscribes)
+	cancel()
+	request("unsubscribing the name", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+		return len(r.ResourceNamesUnsubscribe) == 1 && r.ResourceNamesUnsubscribe[0] == alias
+	})
+	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "late", Resources: []*discoveryv3.Resource{vh("1")}})
+	request("acknowledging the late answer", func(r *discoveryv3.DeltaDiscoveryRequest) bool { return r.ResponseNonce == "late" })
+
+	r := newRecorder(t)
+	cancel, err = c.Watch(t.Context(), resource.VirtualHostURL, alias, r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	request("subscribing the name again", subscribes)
+	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "fresh", Resources: []*discoveryv3.Resource{vh("2")}})
+	if e := r.next(); e.Kind != client.Updated || e.Variant == nil || e.Variant.Version != "2" {
+		t.Fatalf("first event %s, want the server's fresh version 2 (not the late copy)", describe(e))
+	}
+}
