@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,22 +92,50 @@ func TestGetPrintsEachNameOnceInItsLatestState(t *testing.T) {
 	}
 }
 
-// scriptedCDS is a delta ADS server sending a script of CDS responses, one
-// per request it receives (the first request, then each ACK or NACK).
+// scriptedCDS is a delta ADS server sending a script of CDS responses in
+// order, one per request it receives (the first request, then each ACK or
+// NACK), each once the client has subscribed to every name it holds (a
+// server sends only what is subscribed; the client may subscribe its names
+// in one request or several).
 type scriptedCDS struct {
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
 	script []*discoveryv3.DeltaDiscoveryResponse
+
+	mu  sync.Mutex
+	got []string // the requests received, for a failure's message
 }
 
 func (s *scriptedCDS) DeltaAggregatedResources(st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	for i := 0; ; i++ {
-		if _, err := st.Recv(); err != nil {
+	subscribed := map[string]bool{}
+	next, credit := 0, 0
+	for {
+		req, err := st.Recv()
+		if err != nil {
 			return err
 		}
-		if i < len(s.script) {
-			if err := st.Send(s.script[i]); err != nil {
+		s.mu.Lock()
+		s.got = append(s.got, fmt.Sprintf("+%v -%v nonce=%q error=%v", req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe, req.ResponseNonce, req.ErrorDetail.GetMessage()))
+		s.mu.Unlock()
+		for _, n := range req.ResourceNamesSubscribe {
+			subscribed[n] = true
+		}
+		for _, n := range req.ResourceNamesUnsubscribe {
+			delete(subscribed, n)
+		}
+		credit++
+		ready := func(r *discoveryv3.DeltaDiscoveryResponse) bool {
+			for _, res := range r.Resources {
+				if !subscribed[res.Name] {
+					return false
+				}
+			}
+			return true
+		}
+		for ; next < len(s.script) && credit > 0 && ready(s.script[next]); next++ {
+			if err := st.Send(s.script[next]); err != nil {
 				return err
 			}
+			credit--
 		}
 	}
 }
@@ -128,18 +158,21 @@ func TestGetTransientErrorDoesNotFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, &scriptedCDS{script: []*discoveryv3.DeltaDiscoveryResponse{
+	srv := &scriptedCDS{script: []*discoveryv3.DeltaDiscoveryResponse{
 		// a is rejected (its payload names another cluster)...
 		{TypeUrl: resource.ClusterURL, Nonce: "1", Resources: []*discoveryv3.Resource{deltaCluster(t, "a", "not-a", "1")}},
 		// ... then accepted; then b comes.
 		{TypeUrl: resource.ClusterURL, Nonce: "2", Resources: []*discoveryv3.Resource{deltaCluster(t, "a", "a", "2")}},
 		{TypeUrl: resource.ClusterURL, Nonce: "3", Resources: []*discoveryv3.Resource{deltaCluster(t, "b", "b", "1")}},
-	}})
+	}}
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
 	code, out, errOut := runCmd(t, "get", "--server", l.Addr().String(), "--delta", "--timeout", "5s", "cds", "a", "b")
 	if code != 0 {
-		t.Errorf("exit %d, want 0: %s\n%s", code, errOut, out)
+		srv.mu.Lock()
+		t.Errorf("exit %d, want 0: %s\n%s\nrequests:\n%s", code, errOut, out, strings.Join(srv.got, "\n"))
+		srv.mu.Unlock()
 	}
 	if n := strings.Count(out, "---\n"); n != 2 || strings.Contains(out, "error:") || !strings.Contains(out, "version: \"2\"") {
 		t.Errorf("want a (version 2) and b, once each, no error:\n%s", out)
