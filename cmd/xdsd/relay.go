@@ -64,6 +64,12 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	// A server the relay cannot dial would leave every name it serves
+	// unanswered, and downstream clients told they do not exist: refuse to
+	// start instead.
+	if err := b.CheckCredentials(); err != nil {
+		return err
+	}
 	reg := newRegistry()
 	r, err := relay.New(b, relay.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	if err != nil {
