@@ -28,7 +28,14 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.transport, "upstream-transport", "delta", "delta or sotw, with --upstream")
 	fs.StringVar(&f.nodeID, "node-id", "xdsd-relay", "node id the relay presents upstream (with --upstream)")
 	f.register(fs, "127.0.0.1:18100", "127.0.0.1:18101")
-	if _, err := parse(fs, args, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout); err != nil {
+	pos, err := parse(fs, args, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
 		return err
 	}
 	if (f.upstream == "") == (f.bootstrap == "") {
