@@ -40,7 +40,9 @@ const (
 // an authority template that does not start with "xdstp://<authority>/"
 // (grpc-go checks the prefix without the final '/', so "xdstp://a.example.org/"
 // passes for authority "a.example"). A channel_creds list of types this
-// client does not support parses; TransportCredentials reports it.
+// client does not support is an error, as in grpc-go, and so is a
+// misconfigured entry of the type that would be used; TransportCredentials
+// reports what only dialing finds (an unreadable certificate file).
 //
 // A Bootstrap is not modified by its methods, so one may be shared between
 // goroutines.
@@ -131,11 +133,47 @@ func LoadBootstrap(path string) (*Bootstrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
+	return ParseBootstrapFrom(data, path)
+}
+
+// ParseBootstrapFrom is ParseBootstrap for a bootstrap read from somewhere
+// (a file, an environment variable): its errors name it, e.g.
+// `bootstrap b.json: xds_servers[1].server_uri: missing`.
+func ParseBootstrapFrom(data []byte, from string) (*Bootstrap, error) {
 	b, err := parseBootstrap(data)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap %s: %w", path, err)
+		return nil, fmt.Errorf("bootstrap %s: %w", from, err)
 	}
 	return b, nil
+}
+
+// CheckCredentials builds the transport credentials of every server, the
+// top-level ones and every authority's, as dialing them would, and returns
+// the first failure (a "tls" certificate file that cannot be read), naming
+// the server and its authority. ParseBootstrap has already checked what
+// can be checked without reading files; a long-running process calls this
+// at startup so that such a server fails it then, rather than leaving
+// every name it serves unanswered.
+func (b *Bootstrap) CheckCredentials() error {
+	check := func(servers []ServerConfig, path string) error {
+		for i, s := range servers {
+			if _, err := s.TransportCredentials(); err != nil {
+				return fmt.Errorf("bootstrap: %s[%d]: %w", path, i, err)
+			}
+		}
+		return nil
+	}
+	if err := check(b.Servers, "xds_servers"); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.Authorities)) {
+		if a := b.Authorities[name]; a != nil {
+			if err := check(a.Servers, bsField(bsKey("authorities", name), "xds_servers")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // BootstrapFromEnv reads the bootstrap as gRPC does: from the file named by
@@ -306,15 +344,48 @@ type tlsConfigJSON struct {
 	PrivateKeyFile    string `json:"private_key_file"`
 }
 
-func tlsCredentials(config json.RawMessage) (credentials.TransportCredentials, error) {
+// parseTLSConfig parses and checks the config of a "tls" channel_creds
+// entry, without reading the files it names.
+func parseTLSConfig(config json.RawMessage) (tlsConfigJSON, error) {
 	var c tlsConfigJSON
 	if !jsonAbsent(config) {
 		if err := json.Unmarshal(config, &c); err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return c, fmt.Errorf("config: %w", err)
 		}
 	}
 	if (c.CertificateFile == "") != (c.PrivateKeyFile == "") {
-		return nil, errors.New("config: certificate_file and private_key_file must be given together")
+		return c, errors.New("config: certificate_file and private_key_file must be given together")
+	}
+	return c, nil
+}
+
+// supportedCreds are the channel_creds types TransportCredentials builds.
+var supportedCreds = []string{"insecure", "tls"}
+
+// checkChannelCreds checks at parse time what TransportCredentials would
+// use for the server: the first supported type, and its config. path is
+// the server's "channel_creds".
+func checkChannelCreds(s ServerConfig, path string) error {
+	var types []string
+	for i, cc := range s.ChannelCreds {
+		if !slices.Contains(supportedCreds, cc.Type) {
+			types = append(types, cc.Type)
+			continue
+		}
+		if cc.Type == "tls" {
+			if _, err := parseTLSConfig(cc.Config); err != nil {
+				return &bootstrapError{path: bsIndex(path, i), msg: fmt.Sprintf("server %q: tls: %v", s.URI, err), err: err}
+			}
+		}
+		return nil
+	}
+	return bsErrorf(path, "server %q: no supported channel_creds type in %q (supported: %q)", s.URI, types, supportedCreds)
+}
+
+func tlsCredentials(config json.RawMessage) (credentials.TransportCredentials, error) {
+	c, err := parseTLSConfig(config)
+	if err != nil {
+		return nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CACertificateFile != "" {
@@ -580,6 +651,12 @@ func parseServer(raw json.RawMessage, path string) (ServerConfig, error) {
 	}
 	if len(s.ChannelCreds) == 0 {
 		return s, bsErrorf(p, "must list at least one credentials type")
+	}
+	// As grpc-go does, fail now, not when the server is first dialed, when
+	// no type is supported or the one that would be used is misconfigured:
+	// a client (or relay) with such a server could never reach it.
+	if err := checkChannelCreds(s, p); err != nil {
+		return s, err
 	}
 
 	if !jsonAbsent(j.ServerFeatures) {

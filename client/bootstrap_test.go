@@ -337,6 +337,14 @@ func TestParseBootstrapErrors(t *testing.T) {
 			"xds_servers[0].channel_creds[1].type", "missing"},
 		{"channel_creds type not a string", `{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": true}]}]}`,
 			"xds_servers[0].channel_creds[0].type", "must be a string, got bool"},
+		{"only unsupported channel_creds", `{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "bogus"}, {"type": "google_default"}]}]}`,
+			"xds_servers[0].channel_creds", `server "a:1": no supported channel_creds type in ["bogus" "google_default"] (supported: ["insecure" "tls"])`},
+		{"unsupported channel_creds of an authority's server", `{"xds_servers": [` + bsServer + `], "authorities": {"a.example": {"xds_servers": [` + bsServer + `, {"server_uri": "b:1", "channel_creds": [{"type": "alts"}]}]}}}`,
+			`authorities["a.example"].xds_servers[1].channel_creds`, `server "b:1": no supported channel_creds type in ["alts"]`},
+		{"tls channel_creds with a certificate and no key", `{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "bogus"}, {"type": "tls", "config": {"certificate_file": "c.pem"}}, {"type": "insecure"}]}]}`,
+			"xds_servers[0].channel_creds[1]", `server "a:1": tls: config: certificate_file and private_key_file must be given together`},
+		{"tls channel_creds config not an object", `{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "tls", "config": 5}]}]}`,
+			"xds_servers[0].channel_creds[0]", `server "a:1": tls: config:`},
 		{"server_features not strings", `{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "insecure"}], "server_features": ["a", 1]}]}`,
 			"xds_servers[0].server_features[1]", "must be a string, got number"},
 		{"unknown transport", `{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "insecure"}], "transport": "incremental"}]}`,
@@ -867,5 +875,20 @@ func TestTransportCredentials(t *testing.T) {
 				t.Errorf("handshake: client error %v, server error %v; want failure %v", clientErr, serverErr, tt.handshakeFail)
 			}
 		})
+	}
+}
+
+func TestCheckCredentials(t *testing.T) {
+	ok := mustParseBootstrap(t, `{"xds_servers": [`+bsServer+`], "authorities": {"a": {"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "tls"}]}]}}}`)
+	if err := ok.CheckCredentials(); err != nil {
+		t.Errorf("CheckCredentials: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "ca.pem")
+	bad := mustParseBootstrap(t, `{"xds_servers": [`+bsServer+`], "authorities": {"a": {}, "b": {"xds_servers": [`+bsServer+`,
+		{"server_uri": "b:1", "channel_creds": [{"type": "tls", "config": {"ca_certificate_file": "`+missing+`"}}]}]}}}`)
+	err := bad.CheckCredentials()
+	want := `bootstrap: authorities["b"].xds_servers[1]: server "b:1": channel_creds[0] (tls): ca_certificate_file: `
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("CheckCredentials() = %v, want %q...", err, want)
 	}
 }

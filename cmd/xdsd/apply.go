@@ -49,7 +49,11 @@ func loadDocs(file string, stderr io.Writer) ([]*resource.Document, error) {
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	file := fs.String("f", "", "file, directory or - (standard input) to check")
-	if _, err := parse(fs, args, "validate -f FILE|DIR|-", stdout); err != nil {
+	pos, err := parse(fs, args, "validate -f FILE|DIR|-", stdout)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
 		return err
 	}
 	docs, err := loadDocs(*file, stderr)
@@ -103,7 +107,11 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
-	if _, err := parse(fs, args, "apply [--admin ADDR] -f FILE|DIR|-", stdout); err != nil {
+	pos, err := parse(fs, args, "apply [--admin ADDR] -f FILE|DIR|-", stdout)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
 		return err
 	}
 	// Validate here, so errors name the user's files; send the documents as

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -29,10 +30,26 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.StringVar(&f.xdsAddr, "xds-addr", xdsAddr, "address the xDS gRPC services listen on")
 	fs.StringVar(&f.adminAddr, "admin-addr", adminAddr, "address of the HTTP admin API (empty: none)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.IntVar(&f.maxSubs, "max-subscriptions", 100000, "subscriptions one stream may hold")
-	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes")
-	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain")
-	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst")
+	fs.IntVar(&f.maxSubs, "max-subscriptions", 100000, "subscriptions one stream may hold (at least 1)")
+	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes (at least 1)")
+	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain (greater than 0)")
+	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst (at least 1)")
+}
+
+// check rejects limits that would refuse every stream or be silently
+// replaced by the defaults.
+func (f daemonFlags) check() error {
+	switch {
+	case f.maxSubs < 1:
+		return usagef("--max-subscriptions %d: want at least 1", f.maxSubs)
+	case f.maxMsg < 1:
+		return usagef("--max-msg-size %d: want at least 1 (bytes)", f.maxMsg)
+	case !(f.rate > 0) || math.IsInf(f.rate, 1):
+		return usagef("--request-rate %v: want a finite number greater than 0 (requests per second)", f.rate)
+	case f.burst < 1:
+		return usagef("--request-burst %d: want at least 1", f.burst)
+	}
+	return nil
 }
 
 func (f daemonFlags) protocolOptions() protocol.Options {

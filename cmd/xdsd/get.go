@@ -52,7 +52,7 @@ type getFlags struct {
 func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	f := &getFlags{cmd: cmd, params: paramFlags{}}
-	fs.StringVar(&f.server, "server", "127.0.0.1:18000", "xDS server address (ignored with --bootstrap)")
+	fs.StringVar(&f.server, "server", "127.0.0.1:18000", "xDS server address (not with --bootstrap)")
 	fs.StringVar(&f.bootstrap, "bootstrap", "", "gRPC xDS bootstrap file (federation, dynamic parameters, several servers); "+
 		"without it and --server, the bootstrap named by $GRPC_XDS_BOOTSTRAP, or given in $GRPC_XDS_BOOTSTRAP_CONFIG, is used when set")
 	fs.BoolVar(&f.delta, "delta", false, "use delta xDS, or (--delta=false) SotW; default SotW, or with a bootstrap each server's \"transport\" "+
@@ -60,8 +60,8 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 	fs.Var(f.params, "param", "a TP2 dynamic parameter key=value (repeatable): the variant a client with these parameters gets")
 	fs.StringVar(&f.nodeID, "node-id", "", "node id to present (default: the bootstrap's, else xdsd-"+cmd+")")
 	fs.StringVar(&f.output, "o", "yaml", "output format: yaml or json")
-	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for a resource before saying it does not exist "+
-		"(or, if the server could not be reached by then, failing)")
+	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for an answer, a positive duration: a name the server has not "+
+		"answered by then is printed with status no-answer (or, if the server could not be reached, "+cmd+" fails naming it)")
 	return fs, f
 }
 
@@ -105,6 +105,10 @@ func clientBootstrap(f *getFlags, typ *resource.Type, names []string) (*client.B
 		return nil, err
 	}
 	if data != nil {
+		// Check the bootstrap as given first, so that its errors name it.
+		if _, err := client.ParseBootstrapFrom(data, from); err != nil {
+			return nil, err
+		}
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return nil, fmt.Errorf("bootstrap %s: %v", from, err)
 		}
@@ -191,8 +195,14 @@ type Result struct {
 	Event string `json:"event,omitempty"`
 	admin.Resource
 	Via    []string `json:"via,omitempty"`
-	Status string   `json:"status,omitempty"` // does-not-exist
+	Status string   `json:"status,omitempty"` // does-not-exist, or (get) no-answer
 }
+
+// The statuses of a name that could not be had.
+const (
+	statusDoesNotExist = "does-not-exist" // the server says so
+	statusNoAnswer     = "no-answer"      // get: the server said nothing of it within --timeout
+)
 
 func render(e client.Event, typ *resource.Type) Result {
 	r := Result{Event: e.Kind.String(), Via: e.Via}
@@ -204,7 +214,7 @@ func render(e client.Event, typ *resource.Type) Result {
 	r.Resource.Name = e.Name
 	switch e.Kind {
 	case client.DoesNotExist, client.Removed:
-		r.Status = "does-not-exist"
+		r.Status = statusDoesNotExist
 	case client.Errored:
 		r.Error = e.Err.Error()
 	}
@@ -263,6 +273,9 @@ func parseGet(cmd string, args []string, stdout io.Writer) (*getFlags, *resource
 	if f.timeout <= 0 {
 		return nil, nil, nil, usagef("--timeout %v: want a positive duration", f.timeout)
 	}
+	if f.serverSet && f.bootstrap != "" {
+		return nil, nil, nil, usagef("give at most one of --server ADDR and --bootstrap FILE")
+	}
 	typ, err := resource.Lookup(pos[0])
 	if err != nil {
 		return nil, nil, nil, usagef("%v", err)
@@ -270,12 +283,17 @@ func parseGet(cmd string, args []string, stdout io.Writer) (*getFlags, *resource
 	return f, typ, pos[1:], nil
 }
 
-func startClient(f *getFlags, typ *resource.Type, names []string, logger *slog.Logger) (*client.Client, error) {
+// startClient starts the client get and watch use. doesNotExist is its
+// does-not-exist timeout (negative: none).
+func startClient(f *getFlags, typ *resource.Type, names []string, doesNotExist time.Duration, logger *slog.Logger) (*client.Client, error) {
 	b, err := clientBootstrap(f, typ, names)
 	if err != nil {
 		return nil, err
 	}
-	return client.New(b, client.Options{DoesNotExistTimeout: f.timeout, Logger: logger})
+	if err := b.CheckCredentials(); err != nil {
+		return nil, err
+	}
+	return client.New(b, client.Options{DoesNotExistTimeout: doesNotExist, Logger: logger})
 }
 
 // nameState is what get knows of one requested name: the latest word on
@@ -315,7 +333,7 @@ func (st *nameState) note(e client.Event, typ *resource.Type, multi bool) {
 
 // results lists the name's latest state for printing: n's own, a
 // collection's members in name order (and its own status), or, when
-// nothing was heard, does-not-exist.
+// nothing was heard, no-answer.
 func (st *nameState) results(typ *resource.Type, n string) []Result {
 	var rs []Result
 	if st.latest != nil {
@@ -333,7 +351,7 @@ func (st *nameState) results(typ *resource.Type, n string) []Result {
 		rs = append(rs, *st.own)
 	}
 	if len(rs) == 0 {
-		rs = []Result{{Resource: admin.Resource{Type: typ.Name, Name: n}, Status: "does-not-exist"}}
+		rs = []Result{{Resource: admin.Resource{Type: typ.Name, Name: n}, Status: statusNoAnswer}}
 	}
 	return rs
 }
@@ -341,14 +359,18 @@ func (st *nameState) results(typ *resource.Type, n string) []Result {
 // runGet prints what a client with the given parameters gets: each name
 // requested once, in its latest state when every name has been answered
 // (or --timeout passed) — the resource, or why not. It exits 1 when any
-// name could not be had in the end (does not exist, or rejected), and
-// fails naming the server when one could not be reached within --timeout.
+// name could not be had in the end (does not exist, rejected, or not
+// answered within --timeout), and fails naming the server when one could
+// not be reached within --timeout.
 func runGet(args []string, stdout, stderr io.Writer) error {
 	f, typ, names, err := parseGet("get", args, stdout)
 	if err != nil {
 		return err
 	}
-	c, err := startClient(f, typ, names, clientLogger(stderr, slog.LevelWarn))
+	// No does-not-exist timer: a name the server has not answered when
+	// --timeout passes is reported as unanswered, not as absent (which
+	// only the server's word makes it).
+	c, err := startClient(f, typ, names, -1, clientLogger(stderr, slog.LevelWarn))
 	if err != nil {
 		return err
 	}
@@ -450,21 +472,17 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		}
+		// The rest were asked of a server that was reached and said
+		// nothing of them: they are printed as unanswered.
 		finished()
 		mu.Unlock()
-		// The rest were asked of a server that was reached: the client's
-		// does-not-exist timers, started when the stream opened (just after
-		// we started), are about to tell.
-		select {
-		case <-all:
-		case <-time.After(min(f.timeout, time.Second)):
-		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	frozen = true
 	var out []Result
 	failed := false
+	var unanswered []string
 	printed := map[string]bool{}
 	for _, n := range names {
 		if printed[n] {
@@ -475,6 +493,9 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 			if r.Status != "" || r.Error != "" {
 				failed = true
 			}
+			if r.Status == statusNoAnswer {
+				unanswered = append(unanswered, r.Name)
+			}
 			out = append(out, r)
 		}
 	}
@@ -483,6 +504,9 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(unreachable) > 0 {
 		return errors.New(strings.Join(unreachable, "; "))
+	}
+	if len(unanswered) > 0 {
+		return fmt.Errorf("no answer within --timeout %v for %s", f.timeout, strings.Join(unanswered, ", "))
 	}
 	if failed {
 		return errors.New("not every resource could be had")
@@ -530,7 +554,7 @@ func runWatch(args []string, stdout, stderr io.Writer) error {
 // watch prints events to stdout and the connection's state changes (up,
 // lost, failing) to stderr.
 func watch(ctx context.Context, f *getFlags, typ *resource.Type, names []string, stdout, stderr io.Writer) error {
-	c, err := startClient(f, typ, names, clientLogger(stderr, slog.LevelInfo))
+	c, err := startClient(f, typ, names, f.timeout, clientLogger(stderr, slog.LevelInfo))
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,15 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (
 	}
 }
 
+// noArgs is the usage error of a command that takes no positional
+// arguments, when some were given.
+func noArgs(pos []string) error {
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q: this command takes flags only", pos[0])
+	}
+	return nil
+}
+
 // helpFlags prints a flag set's usage when -h is given.
 func helpFlags(fs *flag.FlagSet, synopsis string, w io.Writer) {
 	fmt.Fprintf(w, "usage: xdsd %s\n\nflags:\n", synopsis)

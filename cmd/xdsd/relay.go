@@ -28,7 +28,14 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.transport, "upstream-transport", "delta", "delta or sotw, with --upstream")
 	fs.StringVar(&f.nodeID, "node-id", "xdsd-relay", "node id the relay presents upstream (with --upstream)")
 	f.register(fs, "127.0.0.1:18100", "127.0.0.1:18101")
-	if _, err := parse(fs, args, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout); err != nil {
+	pos, err := parse(fs, args, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
 		return err
 	}
 	if (f.upstream == "") == (f.bootstrap == "") {
@@ -62,6 +69,12 @@ func relayBootstrap(f relayFlags) (*client.Bootstrap, error) {
 func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(xds, admin string)) error {
 	b, err := relayBootstrap(f)
 	if err != nil {
+		return err
+	}
+	// A server the relay cannot dial would leave every name it serves
+	// unanswered, and downstream clients told they do not exist: refuse to
+	// start instead.
+	if err := b.CheckCredentials(); err != nil {
 		return err
 	}
 	reg := newRegistry()

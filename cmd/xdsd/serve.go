@@ -56,9 +56,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
-	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes")
-	if _, err := parse(fs, args, "serve [flags]", stdout); err != nil {
+	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
+	pos, err := parse(fs, args, "serve [flags]", stdout)
+	if err != nil {
 		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	if f.watchInterval <= 0 {
+		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
 	}
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
