@@ -500,7 +500,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 	}
 
 	if body == nil { // a collection's entries were validated one by one
-		for _, fe := range Validate(msg) {
+		for _, fe := range validateAuthored(msg, 1) {
 			errs = append(errs, loc.errorf(joinPath(resPath, fe.Path), "%s", fe.Msg))
 		}
 	}
@@ -528,12 +528,9 @@ func unmarshalJSON(loc Location, resPath string, res map[string]json.RawMessage,
 	if err != nil {
 		return ErrorList{loc.errorf(resPath, "%v", err)}
 	}
-	var ind bytes.Buffer
-	if err := json.Indent(&ind, flat, "", " "); err != nil {
-		return ErrorList{loc.errorf(resPath, "%v", err)}
-	}
-	if err := protojson.Unmarshal(ind.Bytes(), msg); err != nil {
-		p, m := protojsonErrorPath(err, pathsByLine(ind.Bytes()))
+	lines := lineEach(flat)
+	if err := protojson.Unmarshal(lines, msg); err != nil {
+		p, m := protojsonErrorPath(err, lines)
 		return ErrorList{loc.errorf(joinPath(resPath, p), "%s", m)}
 	}
 	return nil

@@ -290,13 +290,12 @@ func TestVariantEncoding(t *testing.T) {
 	}
 }
 
-func TestPathsByLine(t *testing.T) {
+func TestPathAtLine(t *testing.T) {
 	js := "{\n \"a\": {\n  \"b\": [\n   1,\n   {\n    \"c\": true\n   }\n  ]\n },\n \"d\": \"x\"\n}"
 	want := map[int]string{2: "a", 3: "a.b", 4: "a.b[0]", 5: "a.b[1]", 6: "a.b[1].c", 10: "d"}
-	got := pathsByLine([]byte(js))
 	for l, p := range want {
-		if got[l] != p {
-			t.Errorf("line %d: %q, want %q", l, got[l], p)
+		if got := pathAtLine([]byte(js), l); got != p {
+			t.Errorf("line %d: %q, want %q", l, got, p)
 		}
 	}
 }
