@@ -236,7 +236,18 @@ func splitYAMLSource(source string, data []byte) (out []rawDoc, errs ErrorList, 
 }
 
 func splitJSON(source string, data []byte) ([]rawDoc, ErrorList) {
-	lineAt := func(off int64) int { return bytes.Count(data[:off], []byte("\n")) + 1 }
+	// Offsets asked for only grow, so lines are counted from the last one:
+	// counting from the start every time took time quadratic in the
+	// number of documents.
+	var atOff, atLine int64 = 0, 1
+	lineAt := func(off int64) int {
+		if off < atOff {
+			atOff, atLine = 0, 1
+		}
+		atLine += int64(bytes.Count(data[atOff:off], []byte("\n")))
+		atOff = off
+		return int(atLine)
+	}
 	// A repeated key would reach decodeDoc as one key holding the last
 	// value, so it is caught here, where the raw text still shows it.
 	checked := func(loc Location, js []byte, start int64) ([]rawDoc, ErrorList) {
