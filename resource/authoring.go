@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -61,7 +62,13 @@ func Load(path string) ([]*Document, error) {
 		errs ErrorList
 	)
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		read := ReadSource
+		if f == path {
+			// Named by the user, it is read whatever it is: a pipe
+			// such as bash's <(...) too.
+			read = readAll
+		}
+		data, err := read(f)
 		if err != nil {
 			errs = append(errs, &DocError{Source: f, Msg: err.Error()})
 			continue
@@ -77,6 +84,63 @@ func Load(path string) ([]*Document, error) {
 		return nil, errs
 	}
 	return docs, nil
+}
+
+// ErrNotRegular is returned by ReadSource for a file that is not a regular
+// file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadSource reads an authoring file found in a directory. Only a regular
+// file (or a symbolic link to one) is read: a FIFO named *.yaml would block
+// the reader forever, and a device could be endless. Anything else is an
+// error wrapping ErrNotRegular rather than skipped, since the resources the
+// author meant it to hold would silently go missing (and, under --watch,
+// be deleted).
+func ReadSource(path string) ([]byte, error) {
+	// Non-blocking, so that opening a FIFO does not wait for a writer;
+	// the type is checked on what was opened, so a file swapped in
+	// between cannot slip through.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s): only regular files in a directory are read", ErrNotRegular, fileKind(st.Mode()))
+	}
+	return readLimited(f)
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.Type().String()
+}
+
+// readAll reads a file named by the user, whatever its type.
+func readAll(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readLimited(f)
+}
+
+// readLimited reads at most one byte more than MaxDocumentBytes, enough
+// for decode to report the source as too large.
+func readLimited(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, MaxDocumentBytes+1))
 }
 
 // SourceFiles lists the authoring files Load reads for path.
