@@ -73,7 +73,7 @@ func Load(path string) ([]*Document, error) {
 			errs = append(errs, &DocError{Source: f, Msg: err.Error()})
 			continue
 		}
-		d, derrs := decode(f, data)
+		d, derrs := decode(f, data, false)
 		docs = append(docs, d...)
 		errs = append(errs, derrs...)
 	}
@@ -192,7 +192,18 @@ type rawDoc struct {
 // ErrorList of every one that is not; callers applying a batch must apply
 // nothing when the error is non-nil.
 func Decode(source string, data []byte) ([]*Document, error) {
-	docs, errs := decode(source, data)
+	return decodeSet(source, data, false)
+}
+
+// DecodeJSON is Decode for a source known to be JSON (a request body sent
+// as application/json): it must be strict JSON, as a source whose name
+// ends in .json must be.
+func DecodeJSON(source string, data []byte) ([]*Document, error) {
+	return decodeSet(source, data, true)
+}
+
+func decodeSet(source string, data []byte, strictJSON bool) ([]*Document, error) {
+	docs, errs := decode(source, data, strictJSON)
 	if err := ValidateSet(docs); err != nil {
 		errs = append(errs, err.(ErrorList)...)
 	}
@@ -201,11 +212,11 @@ func Decode(source string, data []byte) ([]*Document, error) {
 
 // decode is Decode without the set checks, which Load runs once over all
 // its files.
-func decode(source string, data []byte) ([]*Document, ErrorList) {
+func decode(source string, data []byte, strictJSON bool) ([]*Document, ErrorList) {
 	if len(data) > MaxDocumentBytes {
 		return nil, ErrorList{{Source: source, Msg: fmt.Sprintf("larger than %d bytes", MaxDocumentBytes)}}
 	}
-	raws, errs := split(source, data)
+	raws, errs := split(source, data, strictJSON)
 	var docs []*Document
 	for _, r := range raws {
 		d, derrs := decodeDoc(r.loc, r.js)
@@ -220,8 +231,17 @@ func decode(source string, data []byte) ([]*Document, ErrorList) {
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
 // split cuts a source into JSON documents, remembering where each began.
-func split(source string, data []byte) ([]rawDoc, ErrorList) {
+// A source named *.json, or one known to be JSON, must be strict JSON: YAML
+// would also take single quotes, a trailing comma or unquoted keys, which
+// other JSON tools then refuse.
+func split(source string, data []byte, strictJSON bool) ([]rawDoc, ErrorList) {
 	trimmed := bytes.TrimSpace(data)
+	strict := strictJSON || strings.EqualFold(filepath.Ext(source), ".json")
+	if strict && len(trimmed) > 0 && !json.Valid(trimmed) {
+		if e := jsonSyntaxError(source, data); e != nil {
+			return nil, ErrorList{e}
+		}
+	}
 	looksJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
 	if looksJSON && json.Valid(trimmed) {
 		return splitJSON(source, data)
@@ -231,7 +251,7 @@ func split(source string, data []byte) ([]rawDoc, ErrorList) {
 	// fails too, the author wrote JSON, and a complaint from the YAML
 	// parser about ',' or '}' would only mislead.
 	out, errs, syntax := splitYAMLSource(source, data)
-	if syntax && (looksJSON || strings.EqualFold(filepath.Ext(source), ".json")) {
+	if syntax && looksJSON {
 		if e := jsonSyntaxError(source, data); e != nil {
 			return nil, ErrorList{e}
 		}
