@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"sort"
 	"time"
@@ -294,7 +295,11 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	if source == "" {
 		source = "request"
 	}
-	docs, err := resource.Decode(source, body)
+	decode := resource.Decode
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" {
+		decode = resource.DecodeJSON // strict: not read as YAML
+	}
+	docs, err := decode(source, body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return

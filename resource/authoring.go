@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -61,12 +62,18 @@ func Load(path string) ([]*Document, error) {
 		errs ErrorList
 	)
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		read := ReadSource
+		if f == path {
+			// Named by the user, it is read whatever it is: a pipe
+			// such as bash's <(...) too.
+			read = readAll
+		}
+		data, err := read(f)
 		if err != nil {
 			errs = append(errs, &DocError{Source: f, Msg: err.Error()})
 			continue
 		}
-		d, derrs := decode(f, data)
+		d, derrs := decode(f, data, false)
 		docs = append(docs, d...)
 		errs = append(errs, derrs...)
 	}
@@ -77,6 +84,63 @@ func Load(path string) ([]*Document, error) {
 		return nil, errs
 	}
 	return docs, nil
+}
+
+// ErrNotRegular is returned by ReadSource for a file that is not a regular
+// file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadSource reads an authoring file found in a directory. Only a regular
+// file (or a symbolic link to one) is read: a FIFO named *.yaml would block
+// the reader forever, and a device could be endless. Anything else is an
+// error wrapping ErrNotRegular rather than skipped, since the resources the
+// author meant it to hold would silently go missing (and, under --watch,
+// be deleted).
+func ReadSource(path string) ([]byte, error) {
+	// Non-blocking, so that opening a FIFO does not wait for a writer;
+	// the type is checked on what was opened, so a file swapped in
+	// between cannot slip through.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s): only regular files in a directory are read", ErrNotRegular, fileKind(st.Mode()))
+	}
+	return readLimited(f)
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.Type().String()
+}
+
+// readAll reads a file named by the user, whatever its type.
+func readAll(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readLimited(f)
+}
+
+// readLimited reads at most one byte more than MaxDocumentBytes, enough
+// for decode to report the source as too large.
+func readLimited(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, MaxDocumentBytes+1))
 }
 
 // SourceFiles lists the authoring files Load reads for path.
@@ -128,7 +192,18 @@ type rawDoc struct {
 // ErrorList of every one that is not; callers applying a batch must apply
 // nothing when the error is non-nil.
 func Decode(source string, data []byte) ([]*Document, error) {
-	docs, errs := decode(source, data)
+	return decodeSet(source, data, false)
+}
+
+// DecodeJSON is Decode for a source known to be JSON (a request body sent
+// as application/json): it must be strict JSON, as a source whose name
+// ends in .json must be.
+func DecodeJSON(source string, data []byte) ([]*Document, error) {
+	return decodeSet(source, data, true)
+}
+
+func decodeSet(source string, data []byte, strictJSON bool) ([]*Document, error) {
+	docs, errs := decode(source, data, strictJSON)
 	if err := ValidateSet(docs); err != nil {
 		errs = append(errs, err.(ErrorList)...)
 	}
@@ -137,11 +212,11 @@ func Decode(source string, data []byte) ([]*Document, error) {
 
 // decode is Decode without the set checks, which Load runs once over all
 // its files.
-func decode(source string, data []byte) ([]*Document, ErrorList) {
+func decode(source string, data []byte, strictJSON bool) ([]*Document, ErrorList) {
 	if len(data) > MaxDocumentBytes {
 		return nil, ErrorList{{Source: source, Msg: fmt.Sprintf("larger than %d bytes", MaxDocumentBytes)}}
 	}
-	raws, errs := split(source, data)
+	raws, errs := split(source, data, strictJSON)
 	var docs []*Document
 	for _, r := range raws {
 		d, derrs := decodeDoc(r.loc, r.js)
@@ -156,8 +231,17 @@ func decode(source string, data []byte) ([]*Document, ErrorList) {
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
 // split cuts a source into JSON documents, remembering where each began.
-func split(source string, data []byte) ([]rawDoc, ErrorList) {
+// A source named *.json, or one known to be JSON, must be strict JSON: YAML
+// would also take single quotes, a trailing comma or unquoted keys, which
+// other JSON tools then refuse.
+func split(source string, data []byte, strictJSON bool) ([]rawDoc, ErrorList) {
 	trimmed := bytes.TrimSpace(data)
+	strict := strictJSON || strings.EqualFold(filepath.Ext(source), ".json")
+	if strict && len(trimmed) > 0 && !json.Valid(trimmed) {
+		if e := jsonSyntaxError(source, data); e != nil {
+			return nil, ErrorList{e}
+		}
+	}
 	looksJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
 	if looksJSON && json.Valid(trimmed) {
 		return splitJSON(source, data)
@@ -167,7 +251,7 @@ func split(source string, data []byte) ([]rawDoc, ErrorList) {
 	// fails too, the author wrote JSON, and a complaint from the YAML
 	// parser about ',' or '}' would only mislead.
 	out, errs, syntax := splitYAMLSource(source, data)
-	if syntax && (looksJSON || strings.EqualFold(filepath.Ext(source), ".json")) {
+	if syntax && looksJSON {
 		if e := jsonSyntaxError(source, data); e != nil {
 			return nil, ErrorList{e}
 		}
@@ -236,7 +320,18 @@ func splitYAMLSource(source string, data []byte) (out []rawDoc, errs ErrorList, 
 }
 
 func splitJSON(source string, data []byte) ([]rawDoc, ErrorList) {
-	lineAt := func(off int64) int { return bytes.Count(data[:off], []byte("\n")) + 1 }
+	// Offsets asked for only grow, so lines are counted from the last one:
+	// counting from the start every time took time quadratic in the
+	// number of documents.
+	var atOff, atLine int64 = 0, 1
+	lineAt := func(off int64) int {
+		if off < atOff {
+			atOff, atLine = 0, 1
+		}
+		atLine += int64(bytes.Count(data[atOff:off], []byte("\n")))
+		atOff = off
+		return int(atLine)
+	}
 	// A repeated key would reach decodeDoc as one key holding the last
 	// value, so it is caught here, where the raw text still shows it.
 	checked := func(loc Location, js []byte, start int64) ([]rawDoc, ErrorList) {
@@ -500,7 +595,7 @@ func decodeDoc(loc Location, js []byte) (*Document, ErrorList) {
 	}
 
 	if body == nil { // a collection's entries were validated one by one
-		for _, fe := range Validate(msg) {
+		for _, fe := range validateAuthored(msg, 1) {
 			errs = append(errs, loc.errorf(joinPath(resPath, fe.Path), "%s", fe.Msg))
 		}
 	}
@@ -528,12 +623,9 @@ func unmarshalJSON(loc Location, resPath string, res map[string]json.RawMessage,
 	if err != nil {
 		return ErrorList{loc.errorf(resPath, "%v", err)}
 	}
-	var ind bytes.Buffer
-	if err := json.Indent(&ind, flat, "", " "); err != nil {
-		return ErrorList{loc.errorf(resPath, "%v", err)}
-	}
-	if err := protojson.Unmarshal(ind.Bytes(), msg); err != nil {
-		p, m := protojsonErrorPath(err, pathsByLine(ind.Bytes()))
+	lines := lineEach(flat)
+	if err := protojson.Unmarshal(lines, msg); err != nil {
+		p, m := protojsonErrorPath(err, lines)
 		return ErrorList{loc.errorf(joinPath(resPath, p), "%s", m)}
 	}
 	return nil

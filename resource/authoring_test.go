@@ -290,13 +290,12 @@ func TestVariantEncoding(t *testing.T) {
 	}
 }
 
-func TestPathsByLine(t *testing.T) {
+func TestPathAtLine(t *testing.T) {
 	js := "{\n \"a\": {\n  \"b\": [\n   1,\n   {\n    \"c\": true\n   }\n  ]\n },\n \"d\": \"x\"\n}"
 	want := map[int]string{2: "a", 3: "a.b", 4: "a.b[0]", 5: "a.b[1]", 6: "a.b[1].c", 10: "d"}
-	got := pathsByLine([]byte(js))
 	for l, p := range want {
-		if got[l] != p {
-			t.Errorf("line %d: %q, want %q", l, got[l], p)
+		if got := pathAtLine([]byte(js), l); got != p {
+			t.Errorf("line %d: %q, want %q", l, got, p)
 		}
 	}
 }
@@ -507,5 +506,32 @@ func TestDecodeTTL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// A source named *.json is strict JSON: what YAML's flow style would also
+// read (single quotes, a trailing comma, unquoted keys) is an error with
+// its line and column. A blank one holds no documents, as a blank YAML
+// file.
+func TestDecodeJSONIsStrict(t *testing.T) {
+	const cl = `"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster"`
+	for _, c := range []struct{ src, want string }{
+		{"{'@type': 'type.googleapis.com/envoy.config.cluster.v3.Cluster', \"name\": \"a\"}", `a.json: line 1: invalid JSON at column 2: invalid character '\'' looking for beginning of object key string`},
+		{"[\n {" + cl + `, "name": "a",}` + "\n]", `a.json: line 2: invalid JSON at column 79: invalid character '}' looking for beginning of object key string`},
+		{"{" + cl + ", name: a}", `a.json: line 1: invalid JSON at column 66: invalid character 'n' looking for beginning of object key string`},
+	} {
+		_, err := Decode("a.json", []byte(c.src))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.src, err, c.want)
+		}
+		if _, err := Decode("a.yaml", []byte(c.src)); err != nil {
+			t.Errorf("%s as YAML: %v", c.src, err)
+		}
+		if _, err := DecodeJSON("request", []byte(c.src)); err == nil || !strings.Contains(err.Error(), "request: line ") {
+			t.Errorf("%s as a JSON request: %v", c.src, err)
+		}
+	}
+	if docs, err := Decode("a.json", []byte(" \n")); len(docs) != 0 || err != nil {
+		t.Errorf("blank: %v %v", docs, err)
 	}
 }

@@ -7,20 +7,20 @@ import (
 )
 
 // protojson reports errors by line and column of its input. We feed it
-// indented JSON, where every value starts its own line, so a line maps to
-// exactly one field path. pathsByLine returns, for each line (1-based), the
-// path of the first key or value that starts on it.
-func pathsByLine(js []byte) []string {
+// JSON with every value on a line of its own, so a line maps to exactly one
+// field path. pathAtLine returns the path of the first key or value that
+// starts on line (1-based) of js, or "" if none does. It spells out only
+// that one path, so it costs time linear in the input however deep it
+// nests.
+func pathAtLine(js []byte, want int) string {
 	type frame struct {
 		array bool
 		index int
 		key   string
 	}
 	var (
-		stack   []frame
-		paths   = []string{""}
-		line    = 1
-		lastSet = 0
+		stack []frame
+		line  = 1
 	)
 	cur := func() string {
 		var b strings.Builder
@@ -41,28 +41,23 @@ func pathsByLine(js []byte) []string {
 		}
 		return b.String()
 	}
-	mark := func() {
-		for len(paths) <= line {
-			paths = append(paths, "")
-		}
-		if lastSet < line {
-			paths[line] = cur()
-			lastSet = line
-		}
-	}
 	expectKey := false
-	for i := 0; i < len(js); i++ {
+	for i := 0; i < len(js) && line <= want; i++ {
 		c := js[i]
 		switch c {
 		case '\n':
 			line++
 		case ' ', '\t', '\r', ':':
 		case '{':
-			mark()
+			if line == want {
+				return cur()
+			}
 			stack = append(stack, frame{})
 			expectKey = true
 		case '[':
-			mark()
+			if line == want {
+				return cur()
+			}
 			stack = append(stack, frame{array: true})
 			expectKey = false
 		case '}', ']':
@@ -94,23 +89,50 @@ func pathsByLine(js []byte) []string {
 				stack[len(stack)-1].key = k
 				expectKey = false
 			}
-			mark()
+			if line == want {
+				return cur()
+			}
 			i = j
 		default:
-			mark()
+			if line == want {
+				return cur()
+			}
 			for i+1 < len(js) && !strings.ContainsRune(",]}\n \t\r", rune(js[i+1])) {
 				i++
 			}
 		}
 	}
-	return paths
+	return ""
+}
+
+// lineEach puts every key and array element of the compact JSON js on a
+// line of its own, for pathAtLine. Unlike json.Indent it writes no
+// indentation, which would grow with the square of the nesting depth.
+func lineEach(js []byte) []byte {
+	out := make([]byte, 0, len(js)+len(js)/8)
+	inString := false
+	for i := 0; i < len(js); i++ {
+		c := js[i]
+		out = append(out, c)
+		switch {
+		case inString && c == '\\' && i+1 < len(js):
+			i++
+			out = append(out, js[i])
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '{' || c == '[' || c == ','):
+			out = append(out, '\n')
+		}
+	}
+	return out
 }
 
 var lineColRE = regexp.MustCompile(`\(line (\d+):(\d+)\): (.*)$`)
 
 // protojsonErrorPath splits a protojson error into the field path it points
-// at (using pathsByLine of the input) and the message without its position.
-func protojsonErrorPath(err error, paths []string) (path, msg string) {
+// at (using pathAtLine of the input js) and the message without its
+// position.
+func protojsonErrorPath(err error, js []byte) (path, msg string) {
 	s := trimProto(err.Error())
 	m := lineColRE.FindStringSubmatchIndex(s)
 	if m == nil {
@@ -118,8 +140,8 @@ func protojsonErrorPath(err error, paths []string) (path, msg string) {
 	}
 	line, _ := strconv.Atoi(s[m[2]:m[3]])
 	msg = trimProto(strings.TrimSpace(s[:m[0]] + s[m[6]:m[7]]))
-	if line > 0 && line < len(paths) {
-		path = paths[line]
+	if line > 0 {
+		path = pathAtLine(js, line)
 	}
 	return path, msg
 }

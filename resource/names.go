@@ -109,7 +109,7 @@ func decodeCollection(loc Location, resPath string, typ *Type, res map[string]js
 			errs = append(errs, perrs...)
 			continue
 		}
-		for _, fe := range Validate(e) {
+		for _, fe := range validateAuthored(e, 2) {
 			errs = append(errs, loc.errorf(joinPath(p, fe.Path), "%s", fe.Msg))
 		}
 		switch x := e.ResourceSpecifier.(type) {

@@ -3,6 +3,7 @@ package resource
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -25,30 +26,95 @@ func (e FieldError) Error() string {
 	return e.Path + ": " + e.Msg
 }
 
+// MaxNesting is how deeply the messages of an authored resource may nest in
+// its encoding, the resource itself counting as the first level, a map
+// entry as one and each message in it as another. Envoy and gRPC C++
+// (protobuf C++ and upb) and gRPC Java all decode with protobuf's default
+// recursion limit of 100 nested messages beyond the top one, so a resource
+// nested deeper is NACKed by every one of them (protobuf-go's own default,
+// 10000, would let xdsd accept it). The contents of a google.protobuf.Any
+// are decoded on their own when a client unpacks them, so they count from 1
+// again. 100 levels counting the top one keeps one level below the limit.
+const MaxNesting = 100
+
 // Validate runs the message's own protoc-gen-validate rules (ValidateAll),
 // and recursively those of every google.protobuf.Any inside it that this
 // binary can decode — an HttpConnectionManager in a Listener's typed_config
 // gets checked too, as a real client would. It returns every failure with
 // its field path.
 func Validate(m proto.Message) []FieldError {
-	var out []FieldError
-	validateInto(m, "", &out, 0)
-	return out
+	w := walker{}
+	w.validate(m, 0, 1)
+	return w.out
+}
+
+// validateAuthored is Validate for a resource being authored, which also
+// must not nest deeper than MaxNesting. level is the nesting level of m in
+// what is served: 1 for a resource, 2 for an entry of a collection.
+func validateAuthored(m proto.Message, level int) []FieldError {
+	w := walker{limit: MaxNesting}
+	w.validate(m, 0, level)
+	return w.out
 }
 
 type allValidator interface{ ValidateAll() error }
 
-func validateInto(m proto.Message, prefix string, out *[]FieldError, depth int) {
-	if depth > 32 {
-		*out = append(*out, FieldError{Path: prefix, Msg: "Any values nested too deeply"})
+// pathSeg is one step of a field path: a field name, a list index or a map
+// key.
+type pathSeg struct {
+	kind  byte // 'f' field, 'i' index, 'k' map key
+	name  string
+	index int
+}
+
+// walker walks a message tree. It keeps the field path as a stack of steps
+// and spells it out only for an error, so a walk costs time and memory
+// linear in the size of the tree, whatever its depth.
+type walker struct {
+	out     []FieldError
+	segs    []pathSeg
+	limit   int  // MaxNesting, or 0 for no limit
+	tooDeep bool // the limit was reported: once is enough
+}
+
+func (w *walker) path() string {
+	var b strings.Builder
+	for _, s := range w.segs {
+		switch s.kind {
+		case 'i':
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+		case 'k':
+			b.WriteByte('[')
+			b.WriteString(strconv.Quote(s.name))
+			b.WriteByte(']')
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.name)
+		}
+	}
+	return b.String()
+}
+
+func (w *walker) push(s pathSeg) { w.segs = append(w.segs, s) }
+func (w *walker) pop()           { w.segs = w.segs[:len(w.segs)-1] }
+
+// validate checks m, at nesting level level of its encoding, anys Any
+// values deep.
+func (w *walker) validate(m proto.Message, anys, level int) {
+	if anys > 32 {
+		w.out = append(w.out, FieldError{Path: w.path(), Msg: "Any values nested too deeply"})
 		return
 	}
 	if v, ok := m.(allValidator); ok {
 		if err := v.ValidateAll(); err != nil {
-			walkPGV(err, prefix, out)
+			walkPGV(err, w.path(), &w.out)
 		}
 	}
-	walkAnys(m.ProtoReflect(), prefix, out, depth)
+	w.fields(m.ProtoReflect(), anys, level)
 }
 
 // pgvError is the shape of every protoc-gen-validate error type.
@@ -110,30 +176,56 @@ func snakeField(f string) string {
 
 var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
 
-func walkAnys(m protoreflect.Message, prefix string, out *[]FieldError, depth int) {
+// fields walks the message fields of m, a message at nesting level level.
+func (w *walker) fields(m protoreflect.Message, anys, level int) {
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		path := joinPath(prefix, string(fd.Name()))
+		w.push(pathSeg{kind: 'f', name: string(fd.Name())})
 		switch {
 		case fd.IsList() && fd.Message() != nil:
 			l := v.List()
 			for i := 0; i < l.Len(); i++ {
-				walkMessage(l.Get(i).Message(), fmt.Sprintf("%s[%d]", path, i), out, depth)
+				w.push(pathSeg{kind: 'i', index: i})
+				w.message(l.Get(i).Message(), anys, level+1)
+				w.pop()
 			}
 		case fd.IsMap() && fd.MapValue().Message() != nil:
+			// A map entry is a message of its own, holding the value.
 			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				walkMessage(mv.Message(), fmt.Sprintf("%s[%q]", path, k.String()), out, depth)
+				w.push(pathSeg{kind: 'k', name: k.String()})
+				w.message(mv.Message(), anys, level+2)
+				w.pop()
 				return true
 			})
-		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
-			walkMessage(v.Message(), path, out, depth)
+		case fd.IsMap():
+			w.checkLevel(level + 1)
+		case fd.Message() != nil:
+			w.message(v.Message(), anys, level+1)
 		}
+		w.pop()
 		return true
 	})
 }
 
-func walkMessage(m protoreflect.Message, path string, out *[]FieldError, depth int) {
+// checkLevel reports whether a message at nesting level level is within
+// the limit, reporting the first one that is not.
+func (w *walker) checkLevel(level int) bool {
+	if w.limit == 0 || level <= w.limit {
+		return true
+	}
+	if !w.tooDeep {
+		w.tooDeep = true
+		w.out = append(w.out, FieldError{Path: w.path(), Msg: fmt.Sprintf(
+			"messages nested more than %d deep: Envoy and gRPC decode no deeper (protobuf's recursion limit) and would reject the resource", w.limit)})
+	}
+	return false
+}
+
+func (w *walker) message(m protoreflect.Message, anys, level int) {
+	if !w.checkLevel(level) {
+		return
+	}
 	if m.Descriptor().FullName() != anyName {
-		walkAnys(m, path, out, depth)
+		w.fields(m, anys, level)
 		return
 	}
 	a, ok := m.Interface().(*anypb.Any)
@@ -146,5 +238,7 @@ func walkMessage(m protoreflect.Message, path string, out *[]FieldError, depth i
 		// authoring decoder has already rejected unknown types.
 		return
 	}
-	validateInto(inner, path, out, depth+1)
+	// A client decodes an Any's contents on their own: their levels count
+	// from 1.
+	w.validate(inner, anys+1, 1)
 }

@@ -132,7 +132,14 @@ func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
 	for _, f := range files {
 		io.WriteString(h, f)
 		h.Write([]byte{0})
-		data, err := os.ReadFile(f)
+		data, err := resource.ReadSource(f)
+		if errors.Is(err, resource.ErrNotRegular) {
+			// Load reports it, naming the file; it is not retried until
+			// the directory changes.
+			h.Write([]byte("not regular"))
+			h.Write([]byte{0})
+			continue
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // removed while we looked; the next round sees it
