@@ -2,64 +2,16 @@ package client_test
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/resource"
 )
-
-// scriptedDeltaADS is a delta ADS server whose test decides every
-// response: it hands over each request and sends what it is given.
-type scriptedDeltaADS struct {
-	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
-	reqs chan *discoveryv3.DeltaDiscoveryRequest
-	resp chan *discoveryv3.DeltaDiscoveryResponse
-}
-
-func startScriptedDeltaADS(t *testing.T) (string, *scriptedDeltaADS) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &scriptedDeltaADS{reqs: make(chan *discoveryv3.DeltaDiscoveryRequest, 100), resp: make(chan *discoveryv3.DeltaDiscoveryResponse, 10)}
-	g := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s)
-	go g.Serve(l)
-	t.Cleanup(g.Stop)
-	return l.Addr().String(), s
-}
-
-func (s *scriptedDeltaADS) DeltaAggregatedResources(st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			s.reqs <- req
-		}
-	}()
-	for {
-		select {
-		case r := <-s.resp:
-			if err := st.Send(r); err != nil {
-				return err
-			}
-		case err := <-errc:
-			return err
-		}
-	}
-}
 
 // PROTOCOL.md §2.1: a delta response the client rejects is NACKed by its
 // nonce even when the next response arrives before the client sends: the

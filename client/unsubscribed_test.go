@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"testing"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -18,34 +17,20 @@ import (
 func TestAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
 	addr, s := startScriptedDeltaADS(t)
 	c := newClient(t, bs{servers: []string{addr}}.build(t), client.Options{DoesNotExistTimeout: -1})
-	next := func(what string, ok func(*discoveryv3.DeltaDiscoveryRequest) bool) {
-		t.Helper()
-		deadline := time.After(wait)
-		for {
-			select {
-			case r := <-s.reqs:
-				if ok(r) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no request %s", what)
-			}
-		}
-	}
 	cancel, err := c.Watch(t.Context(), resource.ClusterURL, "a", func(client.Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next("subscribing a", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+	s.await(t, "subscribing a", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
 		return len(r.ResourceNamesSubscribe) == 1 && r.ResourceNamesSubscribe[0] == "a"
 	})
 	cancel()
-	next("unsubscribing a", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+	s.await(t, "unsubscribing a", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
 		return len(r.ResourceNamesUnsubscribe) == 1 && r.ResourceNamesUnsubscribe[0] == "a"
 	})
 	s.resp <- &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "late", Resources: []*discoveryv3.Resource{
 		{Name: "a", Version: "1", Resource: mustAny(t, &clusterv3.Cluster{Name: "a"})}}}
-	next("acknowledging the late answer", func(r *discoveryv3.DeltaDiscoveryRequest) bool { return r.ResponseNonce == "late" })
+	s.await(t, "acknowledging the late answer", func(r *discoveryv3.DeltaDiscoveryRequest) bool { return r.ResponseNonce == "late" })
 
 	r := newRecorder(t)
 	cancel, err = c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
@@ -53,7 +38,7 @@ func TestAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	next("subscribing a again", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+	s.await(t, "subscribing a again", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
 		return len(r.ResourceNamesSubscribe) == 1 && r.ResourceNamesSubscribe[0] == "a"
 	})
 	s.resp <- &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "fresh", Resources: []*discoveryv3.Resource{

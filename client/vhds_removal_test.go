@@ -1,13 +1,11 @@
 package client_test
 
 import (
-	"net"
 	"testing"
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
@@ -15,66 +13,12 @@ import (
 	"github.com/xdsd/xdsd/server/servertest"
 )
 
-// vhdsScript is a delta ADS server whose test decides every response.
-type vhdsScript struct {
-	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
-	reqs chan *discoveryv3.DeltaDiscoveryRequest
-	resp chan *discoveryv3.DeltaDiscoveryResponse
-}
-
-func startVHDSScript(t *testing.T) (string, *vhdsScript) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &vhdsScript{reqs: make(chan *discoveryv3.DeltaDiscoveryRequest, 100), resp: make(chan *discoveryv3.DeltaDiscoveryResponse)}
-	g := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s)
-	go g.Serve(l)
-	t.Cleanup(g.Stop)
-	return l.Addr().String(), s
-}
-
-func (s *vhdsScript) DeltaAggregatedResources(st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			s.reqs <- req
-		}
-	}()
-	for {
-		select {
-		case r := <-s.resp:
-			if err := st.Send(r); err != nil {
-				return err
-			}
-		case err := <-errc:
-			return err
-		}
-	}
-}
-
-func (s *vhdsScript) send(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse) {
-	t.Helper()
-	select {
-	case s.resp <- r:
-	case <-time.After(wait):
-		t.Fatal("no stream to send on")
-	}
-}
-
 // PROTOCOL.md §5.4: a server removes a virtual host by its VirtualHost
 // name. An on-demand VHDS watcher, which asked for "<rc>/<host>" and was
 // answered with that virtual host under an alias, is told it is removed;
 // and once a virtual host answers the name again, it is told of that one.
 func TestVHDSWatcherToldWhenVirtualHostRemovedByName(t *testing.T) {
-	addr, s := startVHDSScript(t)
+	addr, s := startScriptedDeltaADS(t)
 	c := newClient(t, bs{servers: []string{addr}}.build(t), client.Options{})
 	r := newRecorder(t)
 	cancel, err := c.Watch(t.Context(), resource.VirtualHostURL, "rc/a.example.org", r.handle)
@@ -126,23 +70,9 @@ func TestVHDSWatcherToldWhenServerRemovesVirtualHost(t *testing.T) {
 // later watcher of the name waits for the server's word instead of being
 // served that copy, which nothing kept current.
 func TestVHDSAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
-	addr, s := startVHDSScript(t)
+	addr, s := startScriptedDeltaADS(t)
 	c := newClient(t, bs{servers: []string{addr}}.build(t), client.Options{DoesNotExistTimeout: -1})
 	const alias = "rc/a.example.org"
-	request := func(what string, ok func(*discoveryv3.DeltaDiscoveryRequest) bool) {
-		t.Helper()
-		deadline := time.After(wait)
-		for {
-			select {
-			case r := <-s.reqs:
-				if ok(r) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no request %s", what)
-			}
-		}
-	}
 	subscribes := func(r *discoveryv3.DeltaDiscoveryRequest) bool {
 		return len(r.ResourceNamesSubscribe) == 1 && r.ResourceNamesSubscribe[0] == alias
 	}
@@ -157,13 +87,13 @@ func TestVHDSAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	request("subscribing the name", subscribes)
+	s.await(t, "subscribing the name", subscribes)
 	cancel()
-	request("unsubscribing the name", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+	s.await(t, "unsubscribing the name", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
 		return len(r.ResourceNamesUnsubscribe) == 1 && r.ResourceNamesUnsubscribe[0] == alias
 	})
 	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "late", Resources: []*discoveryv3.Resource{vh("1")}})
-	request("acknowledging the late answer", func(r *discoveryv3.DeltaDiscoveryRequest) bool { return r.ResponseNonce == "late" })
+	s.await(t, "acknowledging the late answer", func(r *discoveryv3.DeltaDiscoveryRequest) bool { return r.ResponseNonce == "late" })
 
 	r := newRecorder(t)
 	cancel, err = c.Watch(t.Context(), resource.VirtualHostURL, alias, r.handle)
@@ -171,7 +101,7 @@ func TestVHDSAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	request("subscribing the name again", subscribes)
+	s.await(t, "subscribing the name again", subscribes)
 	s.send(t, &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.VirtualHostURL, Nonce: "fresh", Resources: []*discoveryv3.Resource{vh("2")}})
 	if e := r.next(); e.Kind != client.Updated || e.Variant == nil || e.Variant.Version != "2" {
 		t.Fatalf("first event %s, want the server's fresh version 2 (not the late copy)", describe(e))
