@@ -1561,3 +1561,27 @@ func (t *upType) answered(b *decoded) []db.Interest {
 	}
 	return out
 }
+
+// forgetVariants drops what the channel holds of single variants the cache
+// evicted (a parameter set's, while others still follow the name): their
+// versions and TTL timers.
+func (ch *channel) forgetVariants(keys []resource.Key) {
+	if len(keys) == 0 {
+		return
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	t := ch.types[keys[0].Type]
+	if t == nil {
+		return
+	}
+	for _, k := range keys {
+		if cks := t.held[k.Name]; cks != nil {
+			delete(cks, k.Constraints)
+			if len(cks) == 0 {
+				delete(t.held, k.Name)
+			}
+		}
+	}
+	t.stopUnheldTTLs()
+}

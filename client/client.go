@@ -269,10 +269,8 @@ func (c *Client) interest(i db.Interest, on bool) {
 		lingered := ch.unsubscribe(i.Type, i.Name, i.Params)
 		c.mu.Lock()
 		st := c.status[k]
-		last := false
 		if st != nil {
 			if st.interest--; st.interest <= 0 {
-				last = true
 				if st.timer != nil {
 					st.timer.Stop()
 				}
@@ -283,12 +281,14 @@ func (c *Client) interest(i db.Interest, on bool) {
 		if st != nil {
 			alias = st.alias
 		}
-		lingers := last && lingered
-		if lingers {
+		// (Not the last interest in the name: the variant these parameters
+		// selected goes, or lingers, all the same — unless another
+		// parameter set selects it too; see evict.)
+		if lingered {
 			c.lingering[i] = linger{ch: ch, alias: alias}
 		}
 		c.mu.Unlock()
-		if last && !lingers {
+		if !lingered {
 			c.evict(ch, i, alias)
 		}
 		return
@@ -356,6 +356,13 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	c.mu.Lock()
 	var gone [][2]string
 	var goneNames []string
+	var goneVariants []resource.Key
+	if len(names) == 1 && names[0] == i.Name && !isCollection(i.Name) && c.coveredLocked(i.Type, i.Name) {
+		// Other parameter sets still follow the name: only the variants
+		// none of them selects go (an unfollowed variant would be served
+		// stale to the next subscriber with these parameters).
+		goneVariants = c.unselectedLocked(ch, i)
+	}
 	for _, n := range names {
 		if !c.coveredLocked(i.Type, n) {
 			gone = append(gone, [2]string{i.Type, n})
@@ -365,13 +372,57 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	}
 	c.mu.Unlock()
 	ch.forget(i.Type, goneNames)
+	ch.forgetVariants(goneVariants)
 	// Forget that the source answered for the name: a later subscription
 	// must ask again.
-	u := db.Update{Removes: gone, Unknown: []db.Interest{i, {Type: i.Type, Name: i.Name, Params: db.AnyParams}}}
+	u := db.Update{Removes: gone, Deletes: goneVariants, Unknown: []db.Interest{i, {Type: i.Type, Name: i.Name, Params: db.AnyParams}}}
 	if alias != "" {
 		u.Unknown = append(u.Unknown, db.Interest{Type: i.Type, Name: alias, Params: i.Params})
 	}
 	c.db.Update(u)
+}
+
+// unselectedLocked returns the cached variants of i's name that no
+// parameter set still subscribed to the name selects, once i has ended; none
+// when a subscription that is not by parameters (the server picks its
+// variant by node), the wildcard or a glob covers the name. c.mu is held.
+func (c *Client) unselectedLocked(ch *channel, i db.Interest) []resource.Key {
+	ch.mu.Lock()
+	var remaining []constraint.Params
+	all := false
+	if t := ch.types[i.Type]; t != nil {
+		for k, s := range t.subs {
+			switch {
+			case k.name == i.Name && s.tp2:
+				remaining = append(remaining, s.params)
+			case k.name == i.Name, k.name == db.Wildcard:
+				all = true
+			default:
+				if g, ok := db.InGlob(i.Name); ok && g == k.name {
+					all = true
+				}
+			}
+		}
+	}
+	ch.mu.Unlock()
+	if all {
+		return nil
+	}
+	var out []resource.Key
+	c.db.Read(func(r *db.Reader) {
+		keep := map[*resource.Variant]bool{}
+		for _, p := range remaining {
+			if v := r.Get(i.Type, i.Name, p); v != nil {
+				keep[v] = true
+			}
+		}
+		for _, v := range r.Variants(i.Type, i.Name) {
+			if !keep[v] {
+				out = append(out, v.Key())
+			}
+		}
+	})
+	return out
 }
 
 // forgetMembers drops what the client knew of a glob's or the wildcard's
