@@ -55,3 +55,140 @@ func TestVariantOfAnEndedParameterSetIsNotServedStale(t *testing.T) {
 		})
 	}
 }
+
+// view is what a delta downstream holds, by name: the tag (a cluster's
+// alt_stat_name, a route's first virtual host) of what it was last sent.
+type view struct {
+	t       *testing.T
+	d       *protocoltest.Delta
+	have    map[string]string
+	removed []string // every removal, in order
+}
+
+func newView(t *testing.T, d *protocoltest.Delta) *view {
+	return &view{t: t, d: d, have: map[string]string{}}
+}
+
+func tagOf(res *discoveryv3.Resource) string {
+	s := res.Resource.String()
+	for _, k := range []string{"alt_stat_name:\"", "virtual_hosts:{name:\""} {
+		if i := strings.Index(s, k); i >= 0 {
+			rest := s[i+len(k):]
+			return rest[:strings.Index(rest, "\"")]
+		}
+	}
+	return "?"
+}
+
+// until applies responses until the view holds want exactly.
+func (v *view) until(want map[string]string) {
+	v.t.Helper()
+	deadline := time.After(protocoltest.Wait)
+	for fmt.Sprint(v.have) != fmt.Sprint(want) {
+		select {
+		case r := <-v.d.Resps:
+			protocoltest.CheckDelta(v.t, r)
+			for _, res := range r.Resources {
+				if res.Resource != nil {
+					n := res.Name
+					if n == "" {
+						n = res.GetResourceName().GetName()
+					}
+					v.have[n] = tagOf(res)
+				}
+			}
+			for _, n := range r.RemovedResources {
+				delete(v.have, n)
+				v.removed = append(v.removed, n)
+			}
+			for _, n := range r.RemovedResourceNames {
+				delete(v.have, n.Name)
+				v.removed = append(v.removed, n.Name)
+			}
+			v.d.Ack(r)
+		case err := <-v.d.Errs:
+			v.t.Fatalf("stream ended: %v", err)
+		case <-deadline:
+			v.t.Fatalf("holds %v, want %v (removals %v)", v.have, want, v.removed)
+		}
+	}
+}
+
+func subParams(d *protocoltest.Delta, typeURL, name string, kv ...string) {
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc(name, kv...)}})
+}
+
+func unsubParams(d *protocoltest.Delta, typeURL, name string, kv ...string) {
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL, ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{loc(name, kv...)}})
+}
+
+// The origin restarts with changed content after an outage during which
+// downstreams came and went: every downstream ends with the origin's new
+// truth — including removals that did happen upstream (a resource deleted,
+// the variant of a parameter set deleted) — and nobody hears of a removal
+// the outage alone caused.
+func TestOutageThenChangedOrigin(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply(clusterDoc("c", "c1") + "---\n" + clusterDoc("k", "k1") + "---\n" + clusterDoc("x", "x1") + "---\n" +
+				routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
+			rl := startRelay(t, o.Addr, sotw)
+			a := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			a.d.Sub(resource.ClusterURL, "c", "k", "x")
+			subParams(a.d, resource.RouteURL, "r", "env", "prod")
+			a.until(map[string]string{"c": "c1", "k": "k1", "x": "x1", "r": "prod1"})
+			b := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			subParams(b.d, resource.RouteURL, "r", "env", "test")
+			b.d.Sub(resource.ClusterURL, "k")
+			b.until(map[string]string{"r": "test1", "k": "k1"})
+
+			lost := rl.logs.next("xDS stream lost")
+			o.Stop()
+			waitFor(t, lost, "outage noticed by the relay")
+			// During the outage: a lets go of x and of its route, and
+			// takes its route back; a new client is served from the cache.
+			a.d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"x"}})
+			delete(a.have, "x")
+			unsubParams(a.d, resource.RouteURL, "r", "env", "prod")
+			subParams(a.d, resource.RouteURL, "r", "env", "prod")
+			n := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			n.d.Sub(resource.ClusterURL, "c", "k")
+			subParams(n.d, resource.RouteURL, "r", "env", "test")
+			n.until(map[string]string{"c": "c1", "k": "k1", "r": "test1"})
+
+			// Meanwhile upstream: c deleted, the env=test variant deleted,
+			// an env=qa variant added, env=prod changed; k unchanged.
+			o.Remove("cds", "c")
+			o.Remove("rds", "r")
+			o.Apply(routeVariant("env=prod", "prod2") + "---\n" + routeVariant("env=qa", "qa2"))
+			o.Start()
+
+			a.until(map[string]string{"k": "k1", "r": "prod2"})
+			if !sotw {
+				// (SotW has no word for a route that does not exist.)
+				b.until(map[string]string{"k": "k1"})
+				n.until(map[string]string{"k": "k1"})
+			} else {
+				n.until(map[string]string{"k": "k1", "r": "test1"}) // c removed
+			}
+			for _, v := range []*view{a, b, n} {
+				for _, r := range v.removed {
+					if r == "k" || r == "r" && v == a {
+						t.Errorf("removal of %s, which only the outage caused: %v", r, v.removed)
+					}
+				}
+			}
+			qa := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			subParams(qa.d, resource.RouteURL, "r", "env", "qa")
+			qa.until(map[string]string{"r": "qa2"})
+			// Nothing cached that nobody follows: x went.
+			_, vs, _ := rl.r.Resources(t.Context())
+			for _, v := range vs {
+				if v.Name == "x" || v.Name == "c" {
+					t.Errorf("%s still cached", v.Name)
+				}
+			}
+		})
+	}
+}
