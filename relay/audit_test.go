@@ -3,6 +3,7 @@ package relay_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,6 +190,132 @@ func TestOutageThenChangedOrigin(t *testing.T) {
 					t.Errorf("%s still cached", v.Name)
 				}
 			}
+		})
+	}
+}
+
+// Many downstream streams, SotW and delta, subscribe to and let go of the
+// same names, with and without parameters, while the origin changes them:
+// each converges to the latest variant for its parameters, and once they
+// have all gone the relay holds no upstream subscription.
+func TestChurnConvergesAndLeaksNothing(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
+			o := servertest.Start(t)
+			gen := func(g int) string {
+				return clusterDoc("c", fmt.Sprint("c", g)) + "---\n" + routeVariant("env=prod", fmt.Sprint("prod", g)) + "---\n" + routeVariant("env=test", fmt.Sprint("test", g))
+			}
+			o.Apply(gen(0))
+			rl := startRelay(t, o.Addr, sotw)
+			const streams, rounds = 16, 20
+			envs := []string{"prod", "test"}
+			var wg sync.WaitGroup
+			done := make(chan struct{})
+			wg.Add(1)
+			final := 0
+			go func() {
+				defer wg.Done()
+				for g := 1; ; g++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					o.Apply(gen(g))
+					final = g
+				}
+			}()
+			var cwg sync.WaitGroup
+			views := make([]*view, streams)
+			sviews := make([]*protocoltest.SotW, streams)
+			for i := range streams {
+				env := envs[i%2]
+				if i%4 < 2 {
+					v := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+					views[i] = v
+					cwg.Add(1)
+					go func() {
+						defer cwg.Done()
+						for range rounds {
+							v.d.Sub(resource.ClusterURL, "c")
+							subParams(v.d, resource.RouteURL, "r", "env", env)
+							v.d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"c"}})
+							unsubParams(v.d, resource.RouteURL, "r", "env", env)
+						}
+						v.d.Sub(resource.ClusterURL, "c")
+						subParams(v.d, resource.RouteURL, "r", "env", env)
+					}()
+					continue
+				}
+				s := protocoltest.NewSotW(t, rl.conn, protocoltest.Node(fmt.Sprint("s", i), map[string]string{"env": env}))
+				sviews[i] = s
+				cwg.Add(1)
+				go func() {
+					defer cwg.Done()
+					for j := range rounds {
+						names := []string{"r"}
+						if j%2 == 1 {
+							names = []string{}
+						}
+						s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: names})
+					}
+					s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+				}()
+			}
+			cwg.Wait()
+			close(done)
+			wg.Wait()
+			for i, v := range views {
+				if v == nil {
+					continue
+				}
+				delete(v.have, "r") // the last subscription's answer is what counts
+				delete(v.have, "c")
+				v.until(map[string]string{"c": fmt.Sprint("c", final), "r": fmt.Sprint(envs[i%2], final)})
+			}
+			for i, s := range sviews {
+				if s == nil {
+					continue
+				}
+				want := fmt.Sprint(envs[i%2], final)
+				deadline := time.After(protocoltest.Wait)
+				for got := ""; got != want; {
+					select {
+					case r := <-s.Resps:
+						s.Ack(r, "r")
+						got = ""
+						if len(r.Resources) == 1 && strings.Contains(string(r.Resources[0].Value), want) {
+							got = want
+						}
+					case <-deadline:
+						t.Fatalf("sotw stream %d never got %s", i, want)
+					}
+				}
+			}
+			if got := o.Subscriptions("r"); got != 2 {
+				t.Errorf("origin holds %d subscriptions to r, want 2", got)
+			}
+			// Everyone leaves.
+			for _, v := range views {
+				if v != nil {
+					v.d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"c"}})
+					for _, env := range envs {
+						unsubParams(v.d, resource.RouteURL, "r", "env", env)
+					}
+				}
+			}
+			for _, s := range sviews {
+				if s != nil {
+					s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{}})
+				}
+			}
+			eventually(t, "no upstream subscription to r or c", func() bool {
+				return o.Subscriptions("r")+o.Subscriptions("c") == 0
+			})
+			eventually(t, "an empty cache", func() bool {
+				_, vs, _ := rl.r.Resources(t.Context())
+				return len(vs) == 0
+			})
 		})
 	}
 }
