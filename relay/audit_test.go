@@ -319,3 +319,63 @@ func TestChurnConvergesAndLeaksNothing(t *testing.T) {
 		})
 	}
 }
+
+// Downstreams that all leave during an outage leave nothing behind once
+// the origin is back: no upstream subscription (origin's clients, the
+// relay's gauge) and no cache entry; a do_not_cache resource is fetched
+// afresh for a subscriber after the reconnection, not served from the
+// copy from before the outage.
+func TestLeaveDuringOutageAndDoNotCacheAfter(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: p\n  alt_stat_name: p1\n---\n" +
+				clusterDoc("c", "c1") + "---\n" + routeVariant("env=prod", "prod1"))
+			rl := startRelay(t, o.Addr, sotw)
+			a := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			a.d.Sub(resource.ClusterURL, "c", "p")
+			subParams(a.d, resource.RouteURL, "r", "env", "prod")
+			a.until(map[string]string{"c": "c1", "p": "p1", "r": "prod1"})
+			keep := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			keep.d.Sub(resource.ClusterURL, "p")
+			keep.until(map[string]string{"p": "p1"})
+			lost := rl.logs.next("xDS stream lost")
+			o.Stop()
+			waitFor(t, lost, "outage noticed by the relay")
+			a.d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"c", "p"}})
+			unsubParams(a.d, resource.RouteURL, "r", "env", "prod")
+			eventually(t, "the relay took the unsubscriptions", func() bool {
+				n := 0
+				for _, u := range rl.r.Upstreams() {
+					n += u.Subscriptions
+				}
+				return n == 1
+			})
+			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: p\n  alt_stat_name: p2\n")
+			o.Start()
+			keep.until(map[string]string{"p": "p2"})
+			eventually(t, "no upstream subscription but p's", func() bool {
+				return o.Subscriptions("c")+o.Subscriptions("r") == 0 && o.Subscriptions("p") == 1
+			})
+			eventually(t, "only p cached", func() bool {
+				_, vs, _ := rl.r.Resources(t.Context())
+				return len(vs) == 1 && vs[0].Name == "p"
+			})
+			gauge := 0.0
+			mfs, _ := rl.reg.Gather()
+			for _, mf := range mfs {
+				if mf.GetName() == "xdsd_relay_upstream_subscriptions" {
+					for _, m := range mf.Metric {
+						gauge += m.GetGauge().GetValue()
+					}
+				}
+			}
+			if gauge != 1 {
+				t.Errorf("upstream subscriptions gauge %v, want 1", gauge)
+			}
+			fresh := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+			fresh.d.Sub(resource.ClusterURL, "p")
+			fresh.until(map[string]string{"p": "p2"})
+		})
+	}
+}
