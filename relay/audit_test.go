@@ -379,3 +379,90 @@ func TestLeaveDuringOutageAndDoNotCacheAfter(t *testing.T) {
 		})
 	}
 }
+
+// A glob collection and an on-demand VHDS name through a relay: members
+// and virtual hosts come, change and go as at the origin, and a second
+// downstream is answered from the cache.
+func TestGlobAndVHDSThroughARelay(t *testing.T) {
+	const g = "xdstp://a/envoy.config.cluster.v3.Cluster/g/*"
+	m := func(n string) string { return "xdstp://a/envoy.config.cluster.v3.Cluster/g/" + n }
+	vh := func(name, tag string, domains string) string {
+		return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: %s\ndomains: [%q]\nrequest_headers_to_remove: [%q]\n", name, domains, tag)
+	}
+	o := servertest.Start(t)
+	o.Apply(clusterDoc(m("1"), "one1") + "---\n" + clusterDoc(m("2"), "two1") + "---\n" + vh("rc/web", "web1", "*.example.org"))
+	rl := startRelay(t, o.Addr, false)
+	a := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+	a.d.Sub(resource.ClusterURL, g)
+	a.until(map[string]string{m("1"): "one1", m("2"): "two1"})
+	va := protocoltest.NewDelta(t, rl.conn, nil)
+	va.Sub(resource.VirtualHostURL, "rc/a.example.org")
+	if got := protocoltest.Describe(va.Recv()); got != "route.v3.VirtualHost: rc/web aliases=rc/a.example.org" {
+		t.Fatalf("VHDS through the relay: %s", got)
+	}
+	o.Apply(clusterDoc(m("2"), "two2") + "---\n" + clusterDoc(m("3"), "three2"))
+	o.Remove("cds", m("1"))
+	a.until(map[string]string{m("2"): "two2", m("3"): "three2"})
+	b := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+	b.d.Sub(resource.ClusterURL, g)
+	b.until(map[string]string{m("2"): "two2", m("3"): "three2"})
+	vb := protocoltest.NewDelta(t, rl.conn, nil)
+	vb.Sub(resource.VirtualHostURL, "rc/b.example.org")
+	if got := protocoltest.Describe(vb.Recv()); got != "route.v3.VirtualHost: rc/web aliases=rc/b.example.org" {
+		t.Fatalf("VHDS second name through the relay: %s", got)
+	}
+	o.Remove("vhds", "rc/web")
+	for _, d := range []*protocoltest.Delta{va, vb} {
+		if got := protocoltest.Describe(d.Recv()); got != "route.v3.VirtualHost: -rc/web" && !strings.Contains(got, "-rc/") {
+			t.Fatalf("virtual host removed at the origin: %s", got)
+		}
+	}
+	// All leave: nothing stays subscribed upstream.
+	for _, v := range []*view{a, b} {
+		v.d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{g}})
+	}
+	va.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/a.example.org"}})
+	vb.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/b.example.org"}})
+	eventually(t, "no upstream subscription", func() bool {
+		n := 0
+		for _, u := range rl.r.Upstreams() {
+			n += u.Subscriptions
+		}
+		return n == 0 && o.Subscriptions(g)+o.Subscriptions("rc/a.example.org")+o.Subscriptions("rc/b.example.org") == 0
+	})
+	eventually(t, "an empty cache", func() bool {
+		_, vs, _ := rl.r.Resources(t.Context())
+		return len(vs) == 0
+	})
+}
+
+// A chain of relays with parameters through an outage of the origin: the
+// downstream of the second relay keeps its variant, hears of no removal,
+// and gets the change made meanwhile, and a variant deleted meanwhile is
+// removed.
+func TestChainWithParamsThroughAnOutage(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
+	first := startRelay(t, o.Addr, false)
+	second := startRelay(t, first.addr, true)
+	p := newView(t, protocoltest.NewDelta(t, second.conn, nil))
+	subParams(p.d, resource.RouteURL, "r", "env", "prod")
+	p.until(map[string]string{"r": "prod1"})
+	q := newView(t, protocoltest.NewDelta(t, second.conn, nil))
+	subParams(q.d, resource.RouteURL, "r", "env", "test")
+	q.until(map[string]string{"r": "test1"})
+	lost := first.logs.next("xDS stream lost")
+	o.Stop()
+	waitFor(t, lost, "outage noticed by the first relay")
+	late := newView(t, protocoltest.NewDelta(t, second.conn, nil))
+	subParams(late.d, resource.RouteURL, "r", "env", "prod")
+	late.until(map[string]string{"r": "prod1"})
+	o.Remove("rds", "r")
+	o.Apply(routeVariant("env=prod", "prod2"))
+	o.Start()
+	p.until(map[string]string{"r": "prod2"})
+	late.until(map[string]string{"r": "prod2"})
+	if len(p.removed)+len(late.removed) > 0 {
+		t.Errorf("removals the outage caused: %v %v", p.removed, late.removed)
+	}
+}
