@@ -466,3 +466,34 @@ func TestChainWithParamsThroughAnOutage(t *testing.T) {
 		t.Errorf("removals the outage caused: %v %v", p.removed, late.removed)
 	}
 }
+
+// A parameter set's last downstream leaves during an outage while another
+// parameter set of the name is still followed: its variant lingers (a
+// client restarted meanwhile is served it) and leaves the cache once the
+// origin is back.
+func TestVariantLingersThroughAnOutage(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
+	rl := startRelay(t, o.Addr, false)
+	q := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+	subParams(q.d, resource.RouteURL, "r", "env", "test")
+	q.until(map[string]string{"r": "test1"})
+	p := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+	subParams(p.d, resource.RouteURL, "r", "env", "prod")
+	p.until(map[string]string{"r": "prod1"})
+	lost := rl.logs.next("xDS stream lost")
+	o.Stop()
+	waitFor(t, lost, "outage noticed by the relay")
+	unsubParams(p.d, resource.RouteURL, "r", "env", "prod")
+	restarted := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
+	subParams(restarted.d, resource.RouteURL, "r", "env", "prod")
+	restarted.until(map[string]string{"r": "prod1"})
+	unsubParams(restarted.d, resource.RouteURL, "r", "env", "prod")
+	o.Apply(routeVariant("env=test", "test2"))
+	o.Start()
+	q.until(map[string]string{"r": "test2"})
+	eventually(t, "only the env=test variant cached", func() bool {
+		_, vs, _ := rl.r.Resources(t.Context())
+		return len(vs) == 1 && vs[0].Constraints.Key() == "env=test"
+	})
+}
