@@ -356,13 +356,10 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	c.mu.Lock()
 	var gone [][2]string
 	var goneNames []string
-	var goneVariants []resource.Key
-	if len(names) == 1 && names[0] == i.Name && !isCollection(i.Name) && c.coveredLocked(i.Type, i.Name) {
-		// Other parameter sets still follow the name: only the variants
-		// none of them selects go (an unfollowed variant would be served
-		// stale to the next subscriber with these parameters).
-		goneVariants = c.unselectedLocked(ch, i)
-	}
+	// Other parameter sets still following the name: only the variants
+	// none of them selects go (an unfollowed variant would be served stale
+	// to the next subscriber with these parameters).
+	selective := len(names) == 1 && names[0] == i.Name && !isCollection(i.Name) && c.coveredLocked(i.Type, i.Name)
 	for _, n := range names {
 		if !c.coveredLocked(i.Type, n) {
 			gone = append(gone, [2]string{i.Type, n})
@@ -371,6 +368,11 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 		}
 	}
 	c.mu.Unlock()
+	var goneVariants []resource.Key
+	if selective {
+		// (Not under c.mu: the db is read before c.mu elsewhere.)
+		goneVariants = c.unselected(ch, i)
+	}
 	ch.forget(i.Type, goneNames)
 	ch.forgetVariants(goneVariants)
 	// Forget that the source answered for the name: a later subscription
@@ -382,11 +384,11 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	c.db.Update(u)
 }
 
-// unselectedLocked returns the cached variants of i's name that no
-// parameter set still subscribed to the name selects, once i has ended; none
-// when a subscription that is not by parameters (the server picks its
-// variant by node), the wildcard or a glob covers the name. c.mu is held.
-func (c *Client) unselectedLocked(ch *channel, i db.Interest) []resource.Key {
+// unselected returns the cached variants of i's name that no parameter set
+// still subscribed to the name selects, once i has ended; none when a
+// subscription that is not by parameters (the server picks its variant by
+// node), the wildcard or a glob covers the name. c.mu is not held.
+func (c *Client) unselected(ch *channel, i db.Interest) []resource.Key {
 	ch.mu.Lock()
 	var remaining []constraint.Params
 	all := false
