@@ -1156,7 +1156,11 @@ func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig
 	if resource.ForURL(r.TypeUrl).FullState {
 		t.sent.answered(batch.puts)
 	}
-	up := ch.apply(t, batch, resource.ForURL(r.TypeUrl).FullState && !hasFeature(srv, "ignore_resource_deletion"))
+	fullState := resource.ForURL(r.TypeUrl).FullState && !hasFeature(srv, "ignore_resource_deletion")
+	if !fullState {
+		supersede(t, batch)
+	}
+	up := ch.apply(t, batch, fullState)
 	ch.received += int64(len(batch.puts))
 	ch.mu.Unlock()
 	ch.logNACK(srv, r.TypeUrl, r.VersionInfo, batch)
@@ -1234,6 +1238,57 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 	ch.mu.Unlock()
 	ch.logNACK(srv, r.TypeUrl, r.SystemVersionInfo, batch)
 	ch.c.applied(ch, r.TypeUrl, up, batch)
+}
+
+// supersede drops the held variants that a SotW response replaces without
+// saying so (ch.mu is held). A response that is not full state cannot tell
+// that a variant went; but a server sends a TP2 subscription the one
+// variant that matches its parameters, and a resource's variants never
+// overlap (PROTOCOL.md §4.1, §4.3). So a variant sent for a subscription
+// replaces every other held variant of the name that matches it too — the
+// unconstrained variant replaced by env=test and env=prod ones, say — which
+// the server no longer has. Names some plain (non-TP2) subscription also
+// covers are left alone: what those were sent carries no constraints.
+func supersede(t *upType, b *decoded) {
+	present := map[string]map[string]bool{}
+	for _, v := range b.puts {
+		if present[v.Name] == nil {
+			present[v.Name] = map[string]bool{}
+		}
+		present[v.Name][v.Constraints.Key()] = true
+	}
+	plain := map[string]bool{}
+	for k, sub := range t.subs {
+		if !sub.tp2 {
+			plain[k.name] = true
+		}
+	}
+	gone := map[resource.Key]bool{}
+	for _, k := range b.gone {
+		gone[k] = true
+	}
+	for k, sub := range t.subs {
+		if !sub.tp2 || plain[k.name] || present[k.name] == nil || !anyMatches(b.puts, k.name, sub.params) {
+			continue
+		}
+		for ck := range t.held[k.name] {
+			key := resource.Key{Type: t.url, Name: k.name, Constraints: ck}
+			if present[k.name][ck] || gone[key] {
+				continue
+			}
+			var cons constraint.Constraints
+			if ck != "" {
+				if err := cons.UnmarshalText([]byte(ck)); err != nil {
+					continue
+				}
+			}
+			if !cons.Match(sub.params) {
+				continue
+			}
+			gone[key] = true
+			b.gone = append(b.gone, key)
+		}
+	}
 }
 
 // apply records a decoded response as held and turns it into a db update.

@@ -191,3 +191,27 @@ func TestWatchTyped(t *testing.T) {
 		t.Fatal("no typed event")
 	}
 }
+
+// TP2 over SotW, where a route configuration response is not full state:
+// a variant set that replaces the unconstrained variant reaches a client
+// as the new variant for its parameters alone, and that replaces what it
+// held — nothing else will say the unconstrained one went.
+func TestSotWVariantReplacesUnconstrained(t *testing.T) {
+	o := servertest.Start(t)
+	route := func(tag string) string {
+		return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: %s\n  domains: [\"*\"]\n", tag)
+	}
+	o.Apply(route("plain"))
+	c := newClient(t, bs{servers: []string{o.Addr}, sotw: true, params: map[string]string{"env": "test"}}.build(t), client.Options{})
+	r := newRecorder(t)
+	c.Watch(t.Context(), resource.RouteURL, "r", r.handle)
+	r.expect(client.Updated, "r", "plain")
+	o.Apply("name: r\nconstraints: env=test\nresource:\n" + indent(route("for-test")) +
+		"---\nname: r\nconstraints: \"!exists(env)\"\nresource:\n" + indent(route("no-env")))
+	e := r.expect(client.Updated, "r", "for-test")
+	if e.Variant.Constraints.String() != "env=test" {
+		t.Errorf("variant constraints %q", e.Variant.Constraints)
+	}
+	barrier(t, c, o)
+	r.none()
+}
