@@ -86,6 +86,26 @@ func startRelay(t *testing.T, upstream string, args ...string) *proc {
 // startProc runs an xdsd command that serves, and waits until it says so.
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, ok := launch(t, args...)
+		if ok {
+			return p
+		}
+		// A server started again on its old port can find it held for a
+		// moment: a client reconnecting to a port nothing listens on may be
+		// connected to itself by the kernel (TCP self-connect), from that
+		// very port. Its gRPC connection fails at once and frees it.
+		if !strings.Contains(p.logs.String(), "address already in use") || time.Now().After(deadline) {
+			t.Fatalf("xdsd exited before serving:\n%s", p.logs)
+		}
+	}
+}
+
+// launch runs an xdsd command that serves and waits until it says so; ok
+// is false if it exited first.
+func launch(t *testing.T, args ...string) (p *proc, ok bool) {
+	t.Helper()
 	cmd := exec.Command(xdsdBin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -94,7 +114,7 @@ func startProc(t *testing.T, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, logs: &strings.Builder{}}
+	p = &proc{cmd: cmd, logs: &strings.Builder{}}
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -114,15 +134,15 @@ func startProc(t *testing.T, args ...string) *proc {
 		close(up)
 	}()
 	select {
-	case a, ok := <-up:
-		if !ok {
-			t.Fatalf("xdsd exited before serving:\n%s", p.logs)
+	case a, serving := <-up:
+		if !serving {
+			return p, false
 		}
 		p.xds, p.admin = a[0], a[1]
 	case <-time.After(30 * time.Second):
 		t.Fatalf("xdsd did not start:\n%s", p.logs)
 	}
-	return p
+	return p, true
 }
 
 // storePath is the bolt file a server was started with.

@@ -6,10 +6,12 @@ package servertest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,7 +69,7 @@ func (o *Origin) Start() {
 	if err != nil {
 		o.T.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", o.Addr)
+	lis, err := listen(o.Addr)
 	if err != nil {
 		st.Close()
 		o.T.Fatal(err)
@@ -166,4 +168,29 @@ func (o *Origin) Subscriptions(name string) int {
 		}
 	}
 	return n
+}
+
+// listen binds addr. A server started again on its old port can find it
+// held for a moment: a client reconnecting to a port nothing listens on may
+// be connected to itself by the kernel (TCP self-connect), from that very
+// port; its gRPC connection fails at once and frees the port. So a busy
+// port is tried again, for a while.
+func listen(addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return lis, err
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return nil, err
+		}
+		if lis, err = net.Listen("tcp", addr); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			return lis, err
+		}
+	}
 }
