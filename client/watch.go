@@ -113,6 +113,7 @@ type watcher struct {
 	lastErr    string
 	toldAbsent bool
 	members    map[string]*resource.Variant
+	memberErrs map[string]string // glob members whose redirects fail
 	usingAlt   bool
 }
 
@@ -333,42 +334,9 @@ func (w *watcher) deliver() {
 	if w.alt != "" {
 		target, via = w.chooseAlt()
 	}
-	// Follow redirects (TP1), a bounded chain without loops.
-	cur := target
-	chain := map[string]bool{target: true}
-	var v *resource.Variant
-	var ferr error
-	for {
-		v = w.read(cur)
-		if v == nil || !v.IsRedirect() {
-			break
-		}
-		next, err := w.redirectTarget(v)
-		switch {
-		case err != nil:
-			ferr = fmt.Errorf("redirect at %s: %v", cur, err)
-		case chain[next]:
-			ferr = fmt.Errorf("redirect loop at %s", next)
-		case len(chain) > w.c.o.MaxRedirects:
-			ferr = fmt.Errorf("more than %d redirects", w.c.o.MaxRedirects)
-		}
-		if ferr != nil {
-			v = nil
-			break
-		}
-		chain[next] = true
-		via = append(via, next)
-		w.follow(next)
-		cur = next
-	}
-	// Let go of redirect targets no longer on the path.
-	w.subMu.Lock()
-	for n := range w.subscribed {
-		if !chain[n] && n != w.name && n != w.alt {
-			w.unfollowLocked(n)
-		}
-	}
-	w.subMu.Unlock()
+	chain := map[string]bool{}
+	v, cur, via, ferr := w.resolve(target, w.read(target), via, chain)
+	w.letGo(chain)
 	if ferr != nil {
 		if ferr.Error() != w.lastErr {
 			w.lastErr = ferr.Error()
@@ -404,6 +372,44 @@ func (w *watcher) deliver() {
 		w.lastErr = st.err
 		if st.err != "" {
 			w.emit(Event{Kind: Errored, Err: errors.New(st.err), Variant: w.last, Via: via})
+		}
+	}
+}
+
+// resolve follows redirects (TP1) from start, whose variant is v: a
+// bounded chain without loops. It subscribes the targets, adds the names
+// on the path to chain, and returns the variant reached (nil on error), its
+// name, and via with the targets appended.
+func (w *watcher) resolve(start string, v *resource.Variant, via []string, chain map[string]bool) (*resource.Variant, string, []string, error) {
+	cur := start
+	chain[start] = true
+	seen := map[string]bool{start: true}
+	for v != nil && v.IsRedirect() {
+		next, err := w.redirectTarget(v)
+		switch {
+		case err != nil:
+			return nil, cur, via, fmt.Errorf("redirect at %s: %v", cur, err)
+		case seen[next]:
+			return nil, cur, via, fmt.Errorf("redirect loop at %s", next)
+		case len(seen) > w.c.o.MaxRedirects:
+			return nil, cur, via, fmt.Errorf("more than %d redirects", w.c.o.MaxRedirects)
+		}
+		seen[next], chain[next] = true, true
+		via = append(via, next)
+		w.follow(next)
+		cur = next
+		v = w.read(cur)
+	}
+	return v, cur, via, nil
+}
+
+// letGo unsubscribes the redirect targets no longer on any path.
+func (w *watcher) letGo(keep map[string]bool) {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	for n := range w.subscribed {
+		if !keep[n] && n != w.name && n != w.alt {
+			w.unfollowLocked(n)
 		}
 	}
 }
@@ -494,11 +500,48 @@ func (w *watcher) deliverMembers() {
 	})
 	if w.members == nil {
 		w.members = map[string]*resource.Variant{}
+		w.memberErrs = map[string]string{}
+	}
+	// TP1: members of a glob may be redirected individually.
+	chain := map[string]bool{}
+	via := map[string][]string{}
+	for _, n := range order {
+		if !cur[n].IsRedirect() {
+			continue
+		}
+		v, target, vs, err := w.resolve(n, cur[n], nil, chain)
+		switch {
+		case v != nil:
+			cur[n], via[n] = v, vs
+		case err == nil && !w.c.statusOf([2]string{w.typ, target}).absent && w.members[n] != nil:
+			// The target is not here yet: hold on to what the member was.
+			cur[n] = w.members[n]
+		default:
+			delete(cur, n)
+		}
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if msg != w.memberErrs[n] {
+			if msg == "" {
+				delete(w.memberErrs, n)
+			} else {
+				w.memberErrs[n] = msg
+				w.emit(Event{Kind: Errored, Name: n, Err: err, Variant: w.members[n], Via: vs})
+			}
+		}
+	}
+	w.letGo(chain)
+	for n := range w.memberErrs {
+		if _, ok := cur[n]; !ok && !chain[n] {
+			delete(w.memberErrs, n)
+		}
 	}
 	for _, n := range order {
-		if v := cur[n]; v != w.members[n] {
+		if v := cur[n]; v != nil && v != w.members[n] {
 			w.members[n] = v
-			w.emit(Event{Kind: Updated, Name: n, Variant: v})
+			w.emit(Event{Kind: Updated, Name: n, Variant: v, Via: via[n]})
 		}
 	}
 	var gone []string
