@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/resource"
@@ -169,4 +170,100 @@ func TestUnknownAuthorityRefused(t *testing.T) {
 		t.Fatal("accepted")
 	}
 	t.Log(err)
+}
+
+const lcoll = "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
+
+func listColl(entries string) string {
+	return fmt.Sprintf("name: %s\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n%s---\n", lcoll, entries)
+}
+
+func inlineEntry(name, version, tag string) string {
+	return fmt.Sprintf("  - inline_entry:\n      name: %s\n      version: %q\n      resource: {\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener, name: %s, stat_prefix: %s}\n", name, version, name, tag)
+}
+
+func locatorEntry(id string) string {
+	return fmt.Sprintf("  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: %s}\n", id)
+}
+
+// #entry=: an unrelated change to the collection tells the watcher
+// nothing; the entry going away is told once; coming back, it is Updated.
+func TestEntryFollowsTheCollection(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(listColl(inlineEntry("e", "1", "one") + inlineEntry("other", "1", "o1")))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	r := newRecorder(t)
+	c.Watch(t.Context(), resource.ListenerCollectionURL, lcoll+"#entry=e", r.handle)
+	r.expect(client.Updated, "", `"one"`)
+	o.Apply(listColl(inlineEntry("e", "1", "one") + inlineEntry("other", "2", "o2")))
+	barrier(t, c, o)
+	o.Apply(listColl(inlineEntry("e", "2", "two") + inlineEntry("other", "2", "o2")))
+	r.expect(client.Updated, "", `"two"`)
+	// The entry is replaced by a locator: it is no longer there.
+	o.Apply(listColl(locatorEntry("e") + inlineEntry("other", "3", "o3")))
+	r.expect(client.Errored, "", `no inline entry "e"`)
+	o.Apply(listColl(locatorEntry("e") + inlineEntry("other", "4", "o4")))
+	barrier(t, c, o)
+	o.Apply(listColl(inlineEntry("e", "3", "three") + inlineEntry("other", "4", "o4")))
+	r.expect(client.Updated, "", `"three"`)
+	barrier(t, c, o)
+	r.none()
+}
+
+// A list collection whose entries change: members come and go, an inline
+// entry replaced by a locator is fetched, and the locators' subscriptions
+// end with the collection's.
+func TestListCollectionChanges(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(listColl(inlineEntry("x", "1", "inl")+locatorEntry("m1")) + listener("m1", "M1") + "---\n" + listener("x", "fetched") + "---\n" + listener("m2", "M2"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	got := make(chan string, 100)
+	cancel, err := c.WatchCollection(t.Context(), resource.ListenerCollectionURL, lcoll, func(ms []client.CollectionMember) {
+		var s []string
+		for _, m := range ms {
+			msg, _ := m.Variant.Message()
+			var tag string
+			if l, ok := msg.(interface{ GetStatPrefix() string }); ok {
+				tag = l.GetStatPrefix()
+			}
+			s = append(s, m.Name+"="+tag)
+		}
+		slices.Sort(s)
+		got <- strings.Join(s, " ")
+	}, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := func(want string) {
+		t.Helper()
+		w := strings.Split(want, " ")
+		slices.Sort(w)
+		want = strings.Join(w, " ")
+		for s := ""; s != want; {
+			select {
+			case s = <-got:
+			case <-time.After(wait):
+				t.Fatalf("members never became %q (last %q)", want, s)
+			}
+		}
+	}
+	until(lis + "m1=M1 x=inl")
+	o.Apply(listColl(locatorEntry("x") + locatorEntry("m2")))
+	until(lis + "m2=M2 " + lis + "x=fetched")
+	noSubs(t, c, o, lis+"m1")
+	o.Apply(listener("m2", "M2b"))
+	until(lis + "m2=M2b " + lis + "x=fetched")
+	cancel()
+	noSubs(t, c, o, lis+"m2", lis+"x", lcoll)
+}
+
+// #alt= on a glob is not served (failover of a glob is not defined): it
+// is refused rather than silently ignored.
+func TestAltOnGlobRefused(t *testing.T) {
+	o := servertest.Start(t)
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil, "b": nil}}.build(t), client.Options{})
+	_, err := c.Watch(t.Context(), resource.ListenerURL, lis+"g/*#alt=xdstp://b/envoy.config.listener.v3.Listener/g/*", func(client.Event) {})
+	if err == nil {
+		t.Fatal("#alt= on a glob accepted")
+	}
 }

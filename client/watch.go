@@ -151,6 +151,9 @@ func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cance
 				return nil, fmt.Errorf("%s names a %s, not a %s", n, u.Type, resource.ForURL(typeURL).Name)
 			}
 			if u.Alt != nil {
+				if u.Glob {
+					return nil, fmt.Errorf("%s: #alt= on a glob collection is not supported", n)
+				}
 				if u.Alt.Type != u.Type {
 					return nil, fmt.Errorf("%s: its #alt= names a %s", n, u.Alt.Type)
 				}
@@ -347,7 +350,11 @@ func (w *watcher) deliver() {
 	if v != nil && w.entry != "" {
 		var err error
 		if v, err = inlineEntry(v, w.entry); err != nil {
-			w.emit(Event{Kind: Errored, Err: err, Variant: w.last, Via: via})
+			// Once: the collection's other entries may change meanwhile.
+			if err.Error() != w.lastErr {
+				w.lastErr = err.Error()
+				w.emit(Event{Kind: Errored, Err: err, Variant: w.last, Via: via})
+			}
 			return
 		}
 	}
