@@ -267,3 +267,91 @@ func TestAltOnGlobRefused(t *testing.T) {
 		t.Fatal("#alt= on a glob accepted")
 	}
 }
+
+// #alt= whose alt is unreachable too: the watcher keeps its last value
+// and returns to the primary when it is back; cancelled while on the
+// fallback, it leaves no subscription at the alt's server.
+func TestAltUnreachableAndCancelOnFallback(t *testing.T) {
+	onprem, cloud := servertest.Start(t), servertest.Start(t)
+	alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
+	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
+	onprem.Apply(cluster(alt, "from-alt"))
+	cloud.Apply(cluster(primary, "P1"))
+	b := bs{servers: []string{onprem.Addr}, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
+	c := newClient(t, b, client.Options{AltTimeout: 100 * time.Millisecond})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.expect(client.Updated, primary, "P1")
+	onprem.Stop()
+	cloud.Stop()
+	cloud.Start()
+	onprem.Start()
+	// Cloud is back: the watcher stays on (or returns to) the primary.
+	cloud.Apply(cluster(primary, "P2"))
+	for e := r.next(); !strings.Contains(describe(e), "P2"); e = r.next() {
+		if e.Kind != client.Updated {
+			t.Fatalf("while both were down: %s", describe(e))
+		}
+	}
+	// Now on the fallback, then cancel.
+	cloud.Stop()
+	r.expect(client.Updated, primary, "from-alt")
+	cancel()
+	noSubs(t, c, onprem, alt)
+	cloud.Start()
+	r.none()
+}
+
+// Glob URL and members with context params in another order or escaping:
+// the members are matched and named canonically.
+func TestGlobParamsCanonical(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(listener("p/one?b=2&a=%7E", "1"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ListenerURL, lis+"p/*?b=%32&a=~", r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.expect(client.Updated, lis+"p/one?a=%7E&b=2", `"1"`)
+	o.Apply(listener("p/two?a=~&b=2", "2"))
+	r.expect(client.Updated, lis+"p/two?a=%7E&b=2", `"2"`)
+	o.Apply(listener("p/one?a=~&b=2", "1b"))
+	r.expect(client.Updated, lis+"p/one?a=%7E&b=2", `"1b"`)
+	o.Remove("lds", lis+"p/two?a=%7E&b=2")
+	r.expect(client.Removed, lis+"p/two?a=%7E&b=2", "")
+	cancel()
+	noSubs(t, c, o, lis+"p/*?a=%7E&b=2")
+}
+
+// Federation: a redirect into another authority, on another server, is
+// fetched there; moved back, that server's subscription is dropped.
+func TestRedirectAcrossAuthorities(t *testing.T) {
+	oa, ob := servertest.Start(t), servertest.Start(t)
+	lisB := "xdstp://b/envoy.config.listener.v3.Listener/"
+	oa.Apply("type: lds\nname: " + lis + "r\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: b\n  resource_type: envoy.config.listener.v3.Listener\n  id: t\n")
+	ob.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\nstat_prefix: onb\n", lisB+"t"))
+	c := newClient(t, bs{servers: []string{oa.Addr}, authorities: map[string][]string{"a": {oa.Addr}, "b": {ob.Addr}}}.build(t), client.Options{})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ListenerURL, lis+"r", r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.expect(client.Updated, lis+"r", `"onb"`)
+	oa.Apply(lisRedirect("r", "local") + "---\n" + listener("local", "ona"))
+	r.expect(client.Updated, lis+"r", `"ona"`)
+	// A barrier on b's stream: the LDS requests before it were handled.
+	ob.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\n", lisB+"barrier"))
+	br := newRecorder(t)
+	cb, _ := c.Watch(t.Context(), resource.ListenerURL, lisB+"barrier", br.handle)
+	br.expect(client.Updated, lisB+"barrier", "")
+	cb()
+	if n := ob.Subscriptions(lisB + "t"); n != 0 {
+		t.Errorf("b still holds %d subscriptions", n)
+	}
+	cancel()
+	noSubs(t, c, oa, lis+"r", lis+"local")
+}
