@@ -355,3 +355,58 @@ func TestRedirectAcrossAuthorities(t *testing.T) {
 	cancel()
 	noSubs(t, c, oa, lis+"r", lis+"local")
 }
+
+// A list collection's locator entry may carry directives: its #alt= is
+// honoured for that member while the member's authority is unreachable.
+func TestListCollectionLocatorAlt(t *testing.T) {
+	onprem, cloud := servertest.Start(t), servertest.Start(t)
+	coll := "xdstp://onprem/envoy.config.listener.v3.ListenerCollection/c"
+	primary := "xdstp://cloud/envoy.config.listener.v3.Listener/m"
+	alt := "xdstp://onprem/envoy.config.listener.v3.Listener/m"
+	onprem.Apply(fmt.Sprintf(`name: %s
+resource:
+  "@type": type.googleapis.com/envoy.config.listener.v3.ListenerCollection
+  entries:
+  - locator:
+      authority: cloud
+      resource_type: envoy.config.listener.v3.Listener
+      id: m
+      directives:
+      - alt: {authority: onprem, resource_type: envoy.config.listener.v3.Listener, id: m}
+---
+"@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: %q
+stat_prefix: from-alt
+`, coll, alt))
+	cloud.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\nstat_prefix: primary\n", primary))
+	b := bs{servers: []string{onprem.Addr}, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
+	c := newClient(t, b, client.Options{AltTimeout: 100 * time.Millisecond})
+	got := make(chan string, 100)
+	cancel, err := c.WatchCollection(t.Context(), resource.ListenerCollectionURL, coll, func(ms []client.CollectionMember) {
+		var s []string
+		for _, m := range ms {
+			msg, _ := m.Variant.Message()
+			s = append(s, msg.(interface{ GetStatPrefix() string }).GetStatPrefix())
+		}
+		got <- strings.Join(s, " ")
+	}, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	until := func(want string) {
+		t.Helper()
+		for s := ""; s != want; {
+			select {
+			case s = <-got:
+			case <-time.After(wait):
+				t.Fatalf("members never became %q (last %q)", want, s)
+			}
+		}
+	}
+	until("primary")
+	cloud.Stop()
+	until("from-alt")
+	cloud.Start()
+	until("primary")
+}

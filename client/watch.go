@@ -662,7 +662,7 @@ type listCollection struct {
 	// cancelled against a cancel from elsewhere.
 	mu        sync.Mutex
 	cancelled bool
-	members   map[string]func() // locator URN → cancel
+	members   map[string]func() // locator URL (with its directives) → cancel
 	// Used only by handlers (on the delivery goroutine).
 	coll   *resource.Variant
 	values map[string]*resource.Variant
@@ -690,7 +690,8 @@ func (lc *listCollection) onCollection(e Event) {
 		for _, en := range entries {
 			if l := en.GetLocator(); l != nil {
 				if n, err := name.FromLocator(l); err == nil {
-					want[n.URN().String()] = true
+					// With its directives: an #alt= is the member's.
+					want[n.String()] = true
 				}
 			}
 		}
@@ -772,7 +773,7 @@ func (lc *listCollection) report() {
 			}
 			if l := en.GetLocator(); l != nil {
 				if n, err := name.FromLocator(l); err == nil {
-					if v := lc.values[n.URN().String()]; v != nil {
+					if v := lc.values[n.String()]; v != nil {
 						out = append(out, CollectionMember{Name: n.URN().String(), Variant: v})
 					}
 				}
