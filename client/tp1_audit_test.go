@@ -410,3 +410,30 @@ stat_prefix: from-alt
 	cloud.Start()
 	until("primary")
 }
+
+// A list collection may be redirected (TP1): WatchCollection and #entry=
+// follow it, and follow it when it moves.
+func TestListCollectionRedirected(t *testing.T) {
+	o := servertest.Start(t)
+	base := "xdstp://a/envoy.config.listener.v3.ListenerCollection/"
+	redir := func(from, to string) string {
+		return fmt.Sprintf("type: listenercollection\nname: %s\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.ListenerCollection\n  id: %s\n---\n", base+from, to)
+	}
+	coll := func(id, tag string) string {
+		return fmt.Sprintf("name: %s\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n%s---\n", base+id, inlineEntry("e", tag, tag))
+	}
+	o.Apply(redir("r", "c1") + coll("c1", "one") + coll("c2", "two"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ListenerCollectionURL, base+"r#entry=e", r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := r.expect(client.Updated, "", `"one"`); len(e.Via) != 1 || e.Via[0] != base+"c1" {
+		t.Errorf("via %v", e.Via)
+	}
+	o.Apply(redir("r", "c2"))
+	r.expect(client.Updated, "", `"two"`)
+	cancel()
+	noSubs(t, c, o, base+"r", base+"c1", base+"c2")
+}
