@@ -437,3 +437,37 @@ func TestListCollectionRedirected(t *testing.T) {
 	cancel()
 	noSubs(t, c, o, base+"r", base+"c1", base+"c2")
 }
+
+// A glob covers immediate children only, with its own parameters.
+func TestGlobImmediateChildrenOnly(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(listener("d/deep/x", "deep") + "---\n" + listener("d/p?k=1", "other-params") + "---\n" + listener("d/kid", "kid"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	r := newRecorder(t)
+	c.Watch(t.Context(), resource.ListenerURL, lis+"d/*", r.handle)
+	r.expect(client.Updated, lis+"d/kid", `"kid"`)
+	o.Apply(listener("d/deep/y", "deep2") + "---\n" + listener("d/q?k=1", "other2"))
+	barrier(t, c, o)
+	r.none()
+}
+
+// A redirect target another watcher holds directly keeps its subscription
+// when the redirect's watcher goes.
+func TestRedirectTargetSharedWithAnotherWatcher(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(lisRedirect("via", "shared") + "---\n" + listener("shared", "S"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	direct, redirected := newRecorder(t), newRecorder(t)
+	c.Watch(t.Context(), resource.ListenerURL, lis+"shared", direct.handle)
+	cancel, _ := c.Watch(t.Context(), resource.ListenerURL, lis+"via", redirected.handle)
+	direct.expect(client.Updated, lis+"shared", `"S"`)
+	redirected.expect(client.Updated, lis+"via", `"S"`)
+	cancel()
+	noSubs(t, c, o, lis+"via")
+	if n := o.Subscriptions(lis + "shared"); n != 1 {
+		t.Errorf("shared target: %d subscriptions", n)
+	}
+	o.Apply(listener("shared", "S2"))
+	direct.expect(client.Updated, lis+"shared", `"S2"`)
+	redirected.none()
+}
