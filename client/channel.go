@@ -1233,6 +1233,10 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 		t.ack = nack("", r.Nonce, batch.rejected)
 		ch.nackCount++
 	}
+	// A server tells a replaced variant's deletion in the same response
+	// (TP2), but cannot when it did not know the client held it (declared
+	// by a version that no longer exists after a reconnect).
+	supersede(t, batch)
 	up := ch.apply(t, batch, false)
 	ch.received += int64(len(batch.puts))
 	ch.mu.Unlock()
@@ -1240,9 +1244,10 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 	ch.c.applied(ch, r.TypeUrl, up, batch)
 }
 
-// supersede drops the held variants that a SotW response replaces without
-// saying so (ch.mu is held). A response that is not full state cannot tell
-// that a variant went; but a server sends a TP2 subscription the one
+// supersede drops the held variants that a response replaces without
+// saying so (ch.mu is held). A SotW response that is not full state cannot
+// tell that a variant went, nor a delta server that did not know the
+// client held it; but a server sends a TP2 subscription the one
 // variant that matches its parameters, and a resource's variants never
 // overlap (PROTOCOL.md §4.1, §4.3). So a variant sent for a subscription
 // replaces every other held variant of the name that matches it too — the

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server/servertest"
 )
@@ -337,4 +338,29 @@ func TestDeltaFetchAgainSurvivesANewStream(t *testing.T) {
 		t.Errorf("subscribed %v", r.ResourceNamesSubscribe)
 	}
 	checkSent(t, deltaSent(ch.requests(srv)), nil)
+}
+
+// A delta server that did not know the client held a variant (declared by
+// a version that no longer existed when the stream came back) sends its
+// replacement without the deletion. A TP2 subscription is sent the one
+// variant matching its parameters, and variants never overlap, so the
+// other held variant matching them is gone: the client drops it, and a
+// later deletion of the replacement cannot bring the stale one back.
+func TestDeltaVariantReplacesUndeletedOne(t *testing.T) {
+	ch, srv := testChannel(t, false)
+	params := constraint.Params{"env": "test"}
+	ch.subscribe(resource.ClusterURL, &upSub{name: "c", params: params, pkey: params.Key(), tp2: true})
+	ch.requests(srv)
+	variant := func(version, cons string) *discoveryv3.Resource {
+		return &discoveryv3.Resource{Version: version, Resource: anyOf(t, &clusterv3.Cluster{Name: "c"}),
+			ResourceName: &discoveryv3.ResourceName{Name: "c", DynamicParameterConstraints: constraint.MustParse(cons).Proto()}}
+	}
+	ch.handleDelta(&discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "1", Resources: []*discoveryv3.Resource{variant("1", "exists(env)")}}, srv)
+	ch.handleDelta(&discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "2", Resources: []*discoveryv3.Resource{variant("2", "env=test")}}, srv)
+	ch.mu.Lock()
+	held := fmt.Sprint(ch.types[resource.ClusterURL].held["c"])
+	ch.mu.Unlock()
+	if want := fmt.Sprint(map[string]string{constraint.MustParse("env=test").Key(): "2"}); held != want {
+		t.Errorf("held %s, want %s", held, want)
+	}
 }
