@@ -455,6 +455,38 @@ func (s *stream) ackOrNack(ts *typeState, nonce, version, msg string, nack bool,
 	ts.counters(s.srv.metrics).acks.Inc()
 }
 
+// declare records what a reconnecting delta client says it holds (§2.9).
+// A declared version of a name the request subscribes by locator is
+// resolved to the variant it is (a variant's version names it), so that
+// its replacement goes out with its deletion by resource_name, in one
+// response (TP2); a version no current variant has is held as a version
+// alone.
+func (s *stream) declare(ts *typeState, req *discoveryv3.DeltaDiscoveryRequest) {
+	declared := req.GetInitialResourceVersions()
+	if len(declared) == 0 {
+		return
+	}
+	byLocator := map[string]bool{}
+	for _, l := range req.GetResourceLocatorsSubscribe() {
+		byLocator[canonical(l.GetName())] = true
+	}
+	s.srv.db.Read(func(r *db.Reader) {
+		for n, v := range declared {
+			n = canonical(n)
+			hv := heldVariant{version: v}
+			if byLocator[n] {
+				for _, cand := range r.Variants(ts.typ.URL, n) {
+					if cand.Version == v && !cand.Constraints.IsZero() {
+						hv = heldVariant{ckey: cand.Constraints.Key(), version: v, v: cand, tp2: true}
+						break
+					}
+				}
+			}
+			ts.setHeld(n, &held{variants: []heldVariant{hv}})
+		}
+	})
+}
+
 // handleDelta applies a delta request (PROTOCOL.md §2).
 func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	s.mu.Lock()
@@ -476,9 +508,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if first {
 		// §2.9: a reconnecting client lists what it holds; nothing it
 		// already has is sent again (§6.6).
-		for n, v := range req.GetInitialResourceVersions() {
-			ts.setHeld(canonical(n), &held{variants: []heldVariant{{version: v}}})
-		}
+		s.declare(ts, req)
 	}
 	changed := false
 	defer ts.commit()

@@ -415,3 +415,27 @@ func TestVHDS_5_2_5_3_NamesAndReconnect(t *testing.T) {
 	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesSubscribe: []string{"*", "ns/rc/www.example.com"}, InitialResourceVersions: held})
 	expect(t, d.Recv(), "route.v3.VirtualHost: ns/rc/web aliases=ns/rc/www.example.com")
 }
+
+// TP2 "Transition Scenarios" after a reconnect: a client that declared the
+// variant it holds in initial_resource_versions (§2.9) and has it replaced
+// later is told of the replacement and of the deletion in one response,
+// as one that was sent the variant on this stream would be: a variant's
+// version names it, so the server knows which constraints the client holds.
+func TestTP2_4_3_DeclaredVariantReplacedInOneResponse(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "exists(env)", "old"), route("r", "!exists(env)", "none"))
+	c := h.delta(nil)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "test")}})
+	r := c.Recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [exists(env)]")
+
+	d := h.delta(nil)
+	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, InitialResourceVersions: map[string]string{"r": r.Resources[0].Version},
+		ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "test")}})
+	d.Barrier(h.putSecret)
+	h.update(db.Update{
+		Puts:    []*resource.Variant{route("r", "env=test", "new")},
+		Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: constraint.MustParse("exists(env)").Key()}},
+	})
+	expect(t, d.Recv(), "route.v3.RouteConfiguration: r [env=test] -r [exists(env)]")
+}
