@@ -1294,6 +1294,30 @@ func supersede(t *upType, b *decoded) {
 			b.gone = append(b.gone, key)
 		}
 	}
+	// A name only plain subscriptions cover is sent the one variant the
+	// server picks for this client (by its node): the one sent replaces
+	// whatever else is held under the name. (It carries its constraints
+	// when the client takes wrapped SotW resources, so it does not simply
+	// overwrite the unconstrained copy.)
+	tp2 := map[string]bool{}
+	for k, sub := range t.subs {
+		if sub.tp2 {
+			tp2[k.name] = true
+		}
+	}
+	for n := range plain {
+		if tp2[n] || present[n] == nil {
+			continue
+		}
+		for ck := range t.held[n] {
+			key := resource.Key{Type: t.url, Name: n, Constraints: ck}
+			if present[n][ck] || gone[key] {
+				continue
+			}
+			gone[key] = true
+			b.gone = append(b.gone, key)
+		}
+	}
 }
 
 // apply records a decoded response as held and turns it into a db update.

@@ -3,6 +3,7 @@ package client_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -95,9 +96,17 @@ type modelRun struct {
 	log   []string
 }
 
+// XDSD_MODEL_SEEDS=N runs seeds 1 to N instead, for a deeper search.
 func TestModelRandom(t *testing.T) {
+	seeds := modelSeeds
+	if n, err := strconv.Atoi(os.Getenv("XDSD_MODEL_SEEDS")); err == nil && n > 0 {
+		seeds = nil
+		for i := range n {
+			seeds = append(seeds, uint64(i+1))
+		}
+	}
 	for _, tr := range transports {
-		for _, seed := range modelSeeds {
+		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%s/seed=%d", tr.name, seed), func(t *testing.T) {
 				runModel(t, tr.sotw, seed)
 			})
