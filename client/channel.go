@@ -1255,16 +1255,12 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 // the server no longer has. Names some plain (non-TP2) subscription also
 // covers are left alone: what those were sent carries no constraints.
 func supersede(t *upType, b *decoded) {
-	present := map[string]map[string]bool{}
-	for _, v := range b.puts {
-		if present[v.Name] == nil {
-			present[v.Name] = map[string]bool{}
-		}
-		present[v.Name][v.Constraints.Key()] = true
-	}
-	plain := map[string]bool{}
+	present := presentVariants(b.puts)
+	plain, tp2 := map[string]bool{}, map[string]bool{}
 	for k, sub := range t.subs {
-		if !sub.tp2 {
+		if sub.tp2 {
+			tp2[k.name] = true
+		} else {
 			plain[k.name] = true
 		}
 	}
@@ -1272,26 +1268,20 @@ func supersede(t *upType, b *decoded) {
 	for _, k := range b.gone {
 		gone[k] = true
 	}
-	for k, sub := range t.subs {
-		if !sub.tp2 || plain[k.name] || present[k.name] == nil || !anyMatches(b.puts, k.name, sub.params) {
-			continue
+	// drop: the held variants of n this response did not send, and goes
+	// says are replaced, are gone.
+	drop := func(n string, goes func(ck string) bool) {
+		for ck := range t.held[n] {
+			key := resource.Key{Type: t.url, Name: n, Constraints: ck}
+			if !present[n][ck] && !gone[key] && goes(ck) {
+				gone[key] = true
+				b.gone = append(b.gone, key)
+			}
 		}
-		for ck := range t.held[k.name] {
-			key := resource.Key{Type: t.url, Name: k.name, Constraints: ck}
-			if present[k.name][ck] || gone[key] {
-				continue
-			}
-			var cons constraint.Constraints
-			if ck != "" {
-				if err := cons.UnmarshalText([]byte(ck)); err != nil {
-					continue
-				}
-			}
-			if !cons.Match(sub.params) {
-				continue
-			}
-			gone[key] = true
-			b.gone = append(b.gone, key)
+	}
+	for k, sub := range t.subs {
+		if sub.tp2 && !plain[k.name] && present[k.name] != nil && anyMatches(b.puts, k.name, sub.params) {
+			drop(k.name, func(ck string) bool { return keyMatches(ck, sub.params) })
 		}
 	}
 	// A name only plain subscriptions cover is sent the one variant the
@@ -1299,25 +1289,35 @@ func supersede(t *upType, b *decoded) {
 	// whatever else is held under the name. (It carries its constraints
 	// when the client takes wrapped SotW resources, so it does not simply
 	// overwrite the unconstrained copy.)
-	tp2 := map[string]bool{}
-	for k, sub := range t.subs {
-		if sub.tp2 {
-			tp2[k.name] = true
-		}
-	}
 	for n := range plain {
-		if tp2[n] || present[n] == nil {
-			continue
-		}
-		for ck := range t.held[n] {
-			key := resource.Key{Type: t.url, Name: n, Constraints: ck}
-			if present[n][ck] || gone[key] {
-				continue
-			}
-			gone[key] = true
-			b.gone = append(b.gone, key)
+		if !tp2[n] && present[n] != nil {
+			drop(n, func(string) bool { return true })
 		}
 	}
+}
+
+// keyMatches reports whether the constraints with canonical key ck match
+// params (false for a key that does not parse).
+func keyMatches(ck string, params constraint.Params) bool {
+	var cons constraint.Constraints
+	if ck != "" {
+		if err := cons.UnmarshalText([]byte(ck)); err != nil {
+			return false
+		}
+	}
+	return cons.Match(params)
+}
+
+// presentVariants indexes variants by name and constraint key.
+func presentVariants(vs []*resource.Variant) map[string]map[string]bool {
+	present := map[string]map[string]bool{}
+	for _, v := range vs {
+		if present[v.Name] == nil {
+			present[v.Name] = map[string]bool{}
+		}
+		present[v.Name][v.Constraints.Key()] = true
+	}
+	return present
 }
 
 // apply records a decoded response as held and turns it into a db update.
@@ -1347,17 +1347,12 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		clear(b.puts[len(kept):])
 		b.puts = kept
 	}
-	present := map[string]map[string]bool{}
+	present := presentVariants(b.puts)
 	for _, v := range b.puts {
-		ck := v.Constraints.Key()
-		if present[v.Name] == nil {
-			present[v.Name] = map[string]bool{}
-		}
-		present[v.Name][ck] = true
 		if t.held[v.Name] == nil {
 			t.held[v.Name] = map[string]string{}
 		}
-		t.held[v.Name][ck] = v.Version
+		t.held[v.Name][v.Constraints.Key()] = v.Version
 	}
 	u.Puts = b.puts
 	if fullState && len(b.errs) == 0 {
@@ -1393,13 +1388,9 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		}
 	}
 	for _, k := range b.gone {
-		if cks := t.held[k.Name]; cks != nil {
-			delete(cks, k.Constraints)
-			if len(cks) == 0 {
-				delete(t.held, k.Name)
-				// The last variant went: the resource is gone.
-				b.emptied = append(b.emptied, k.Name)
-			}
+		if t.unhold(k) {
+			// The last variant went: the resource is gone.
+			b.emptied = append(b.emptied, k.Name)
 		}
 		u.Deletes = append(u.Deletes, k)
 	}
@@ -1660,12 +1651,22 @@ func (ch *channel) forgetVariants(keys []resource.Key) {
 		return
 	}
 	for _, k := range keys {
-		if cks := t.held[k.Name]; cks != nil {
-			delete(cks, k.Constraints)
-			if len(cks) == 0 {
-				delete(t.held, k.Name)
-			}
-		}
+		t.unhold(k)
 	}
 	t.stopUnheldTTLs()
+}
+
+// unhold drops one held variant; it reports whether it was the name's
+// last. ch.mu is held.
+func (t *upType) unhold(k resource.Key) (emptied bool) {
+	cks := t.held[k.Name]
+	if cks == nil {
+		return false
+	}
+	delete(cks, k.Constraints)
+	if len(cks) > 0 {
+		return false
+	}
+	delete(t.held, k.Name)
+	return true
 }
