@@ -26,15 +26,7 @@ func spin(d time.Duration) {
 func TestWatchCollectionCancelRacesDelivery(t *testing.T) {
 	o := servertest.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
-	o.Apply("name: " + coll + `
-resource:
-  "@type": type.googleapis.com/envoy.config.listener.v3.ListenerCollection
-  entries:
-  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: ref}
-  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: ref2}
-  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: ref3}
----
-` + listener("ref", "referenced"))
+	o.Apply(listenerCollection(coll, "a/ref", "a/ref2", "a/ref3") + "---\n" + listener("ref", "referenced"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	// Keep the collection cached, so each new watch is delivered at once.
 	keep := newRecorder(t)
@@ -186,13 +178,7 @@ func TestCancelFromHandler(t *testing.T) {
 func TestWatchCollectionCancelWaitsForHandler(t *testing.T) {
 	o := servertest.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
-	o.Apply("name: " + coll + `
-resource:
-  "@type": type.googleapis.com/envoy.config.listener.v3.ListenerCollection
-  entries:
-  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: ref}
----
-` + listener("ref", "referenced"))
+	o.Apply(listenerCollection(coll, "a/ref") + "---\n" + listener("ref", "referenced"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	keep := newRecorder(t)
 	kc, err := c.Watch(t.Context(), resource.ListenerCollectionURL, coll, keep.handle)

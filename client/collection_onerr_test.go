@@ -16,13 +16,7 @@ import (
 func TestCollectionOnErrMayCancelCollection(t *testing.T) {
 	o := servertest.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
-	o.Apply("name: " + coll + `
-resource:
-  "@type": type.googleapis.com/envoy.config.listener.v3.ListenerCollection
-  entries:
-  - locator: {authority: nowhere, resource_type: envoy.config.listener.v3.Listener, id: x}
----
-` + cluster("other", "o"))
+	o.Apply(listenerCollection(coll, "nowhere/x") + "---\n" + cluster("other", "o"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	ready := make(chan struct{})
 	errs := make(chan error, 10)

@@ -23,6 +23,17 @@ func listener(id, tag string) string {
 	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\nstat_prefix: %q\n", lis+id, tag)
 }
 
+// listenerCollection is a ListenerCollection document named name whose
+// entries are locators "authority/id" of listeners.
+func listenerCollection(name string, locators ...string) string {
+	doc := "name: " + name + "\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n"
+	for _, l := range locators {
+		auth, id, _ := strings.Cut(l, "/")
+		doc += fmt.Sprintf("  - locator: {authority: %s, resource_type: envoy.config.listener.v3.Listener, id: %s}\n", auth, id)
+	}
+	return doc
+}
+
 // TP1 glob collections: members are delivered as they come and go; an
 // empty glob is DoesNotExist.
 func TestGlobMembership(t *testing.T) {
