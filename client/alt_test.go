@@ -18,19 +18,7 @@ import (
 func TestAltReturnsOnlyOnThePrimarysWord(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			onprem, cloud := servertest.Start(t), servertest.Start(t)
-			alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
-			onprem.Apply(cluster(alt, "from-alt"))
-			primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
-			cloud.Apply(cluster(primary, "P1"))
-			b := bs{servers: []string{onprem.Addr}, sotw: tr.sotw, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
-			c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
-			r := newRecorder(t)
-			cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cancel()
+			cloud, primary, _, r := watchWithAlt(t, tr.sotw, false)
 			r.expect(client.Updated, primary, "P1")
 
 			// An outage; back unchanged.
@@ -59,20 +47,7 @@ func TestAltReturnsOnlyOnThePrimarysWord(t *testing.T) {
 func TestAltFromTheStartReturnsToThePrimary(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			onprem, cloud := servertest.Start(t), servertest.Start(t)
-			alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
-			onprem.Apply(cluster(alt, "from-alt"))
-			primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
-			cloud.Apply(cluster(primary, "P1"))
-			cloud.Stop()
-			b := bs{servers: []string{onprem.Addr}, sotw: tr.sotw, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
-			c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
-			r := newRecorder(t)
-			cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cancel()
+			cloud, primary, alt, r := watchWithAlt(t, tr.sotw, true)
 			if e := r.expect(client.Updated, primary, "from-alt"); len(e.Via) != 1 || e.Via[0] != alt {
 				t.Errorf("on the fallback, via %v", e.Via)
 			}
@@ -83,4 +58,28 @@ func TestAltFromTheStartReturnsToThePrimary(t *testing.T) {
 			r.none()
 		})
 	}
+}
+
+// watchWithAlt starts two authorities — cloud holding primary ("P1"),
+// onprem holding alt ("from-alt") — and watches primary#alt=alt; with
+// down, cloud is stopped before the watch. The watch ends with the test.
+func watchWithAlt(t *testing.T, sotw, down bool) (cloud *servertest.Origin, primary, alt string, r *recorder) {
+	t.Helper()
+	onprem, cloud := servertest.Start(t), servertest.Start(t)
+	alt = "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
+	onprem.Apply(cluster(alt, "from-alt"))
+	primary = "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
+	cloud.Apply(cluster(primary, "P1"))
+	if down {
+		cloud.Stop()
+	}
+	b := bs{servers: []string{onprem.Addr}, sotw: sotw, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
+	c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
+	r = newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	return cloud, primary, alt, r
 }
