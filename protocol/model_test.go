@@ -55,20 +55,8 @@ func TestDeltaClientStateFollowsTheDB(t *testing.T) {
 			for step := range 100 {
 				var op string
 				switch k := rng.Intn(4); k {
-				case 0, 1:
-					n := names[rng.Intn(len(names))]
-					set := sets[rng.Intn(len(sets))]
-					u := db.Update{Removes: [][2]string{{resource.ClusterURL, n}}}
-					for _, cons := range set {
-						u.Puts = append(u.Puts, variant(resource.ClusterURL, n, cons,
-							fmt.Sprintf(`{"@type": "envoy.config.cluster.v3.Cluster", "name": %q, "alt_stat_name": "%d"}`, n, step)))
-					}
-					h.update(u)
-					op = fmt.Sprintf("put %s %v", n, set)
-				case 2:
-					n := names[rng.Intn(len(names))]
-					h.remove(resource.ClusterURL, n)
-					op = "remove " + n
+				case 0, 1, 2:
+					op = randomChange(h, rng, k, names, sets, step)
 				case 3:
 					n := subs[rng.Intn(len(subs))]
 					if subscribed[n] {
@@ -153,20 +141,8 @@ func TestSotWClientStateFollowsTheDB(t *testing.T) {
 			for step := range 100 {
 				var op string
 				switch k := rng.Intn(4); k {
-				case 0, 1:
-					n := names[rng.Intn(len(names))]
-					set := sets[rng.Intn(len(sets))]
-					u := db.Update{Removes: [][2]string{{resource.ClusterURL, n}}}
-					for _, cons := range set {
-						u.Puts = append(u.Puts, variant(resource.ClusterURL, n, cons,
-							fmt.Sprintf(`{"@type": "envoy.config.cluster.v3.Cluster", "name": %q, "alt_stat_name": "%d"}`, n, step)))
-					}
-					h.update(u)
-					op = fmt.Sprintf("put %s %v", n, set)
-				case 2:
-					n := names[rng.Intn(len(names))]
-					h.remove(resource.ClusterURL, n)
-					op = "remove " + n
+				case 0, 1, 2:
+					op = randomChange(h, rng, k, names, sets, step)
 				case 3:
 					n := subs[rng.Intn(len(subs))]
 					if subscribed[n] {
@@ -229,4 +205,23 @@ func TestSotWClientStateFollowsTheDB(t *testing.T) {
 
 func protocolNames(t *testing.T, r *discoveryv3.DiscoveryResponse) []string {
 	return sotwNames(t, r)
+}
+
+// randomChange changes one of names in h's db: k 0 or 1 puts a random set
+// of variants (a variant-set change replaces the old set), k 2 removes it.
+// It returns what it did, for the log.
+func randomChange(h *harness, rng *rand.Rand, k int, names []string, sets [][]string, step int) string {
+	n := names[rng.Intn(len(names))]
+	if k == 2 {
+		h.remove(resource.ClusterURL, n)
+		return "remove " + n
+	}
+	set := sets[rng.Intn(len(sets))]
+	u := db.Update{Removes: [][2]string{{resource.ClusterURL, n}}}
+	for _, cons := range set {
+		u.Puts = append(u.Puts, variant(resource.ClusterURL, n, cons,
+			fmt.Sprintf(`{"@type": "envoy.config.cluster.v3.Cluster", "name": %q, "alt_stat_name": "%d"}`, n, step)))
+	}
+	h.update(u)
+	return fmt.Sprintf("put %s %v", n, set)
 }
