@@ -22,6 +22,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/xdsd/xdsd/server/servertest"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -37,6 +38,21 @@ func mustParseBootstrap(t *testing.T, data string) *Bootstrap {
 		t.Fatalf("ParseBootstrap: %v\n%s", err, data)
 	}
 	return b
+}
+
+// startClient starts a client of the bootstrap data with o (quiet unless
+// o says otherwise), closed when the test ends.
+func startClient(t *testing.T, data string, o Options) *Client {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = servertest.Quiet
+	}
+	c, err := New(mustParseBootstrap(t, data), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 func mustLoadBootstrap(t *testing.T, name string) *Bootstrap {

@@ -8,22 +8,13 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // The last watcher of a name cancelling while a new one starts watching it
 // leaves the name subscribed upstream: the db's interest hooks reach the
 // client in the order of the changes (off, then on), never on then off.
 func TestWatchRacingLastCancelStaysSubscribed(t *testing.T) {
-	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(b, Options{Logger: servertest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startClient(t, `{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`, Options{})
 	nop := func(Event) {}
 	const rounds = 3000
 	lost := 0

@@ -17,15 +17,7 @@ func TestCollectionCancelLeavesNoMembers(t *testing.T) {
 	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
 	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\n---\n", lis+"g/one") +
 		"\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c1\n")
-	b, err := ParseBootstrap(fmt.Appendf(nil, `{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(b, Options{Logger: servertest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), Options{})
 	for _, w := range []struct{ typ, name, member string }{
 		{resource.ListenerURL, lis + "g/*", lis + "g/one"},
 		{resource.ClusterURL, "*", "c1"},
@@ -65,15 +57,7 @@ func TestRedirectToUnknownAuthorityLeavesNoStatus(t *testing.T) {
 	o := servertest.Start(t)
 	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
 	o.Apply("type: lds\nname: " + lis + "r\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: nowhere\n  resource_type: envoy.config.listener.v3.Listener\n  id: x\n")
-	b, err := ParseBootstrap(fmt.Appendf(nil, `{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(b, Options{Logger: servertest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), Options{})
 	got := make(chan Event, 10)
 	cancel, err := c.Watch(t.Context(), resource.ListenerURL, lis+"r", func(e Event) { got <- e })
 	if err != nil {

@@ -21,16 +21,8 @@ import (
 // newVHDSClient starts a client of one delta server with fast backoff.
 func newVHDSClient(t *testing.T, addr string) *Client {
 	t.Helper()
-	b, err := ParseBootstrap(fmt.Appendf(nil, `{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}]}`, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(b, Options{Logger: servertest.Quiet, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}]}`, addr),
+		Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 }
 
 // eventually waits, up to a deadline, for cond to hold.
