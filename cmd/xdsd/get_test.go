@@ -43,7 +43,7 @@ func TestGet(t *testing.T) {
 		}
 	}
 	// A name that does not exist is shown as such, with exit status 1.
-	code, out, _ := runCmd(t, "get", "--server", xds, "--timeout", "200ms", "cds", "quickstart", "nope")
+	code, out, _ := runCmd(t, "get", "--server", xds, "--timeout", "10s", "cds", "quickstart", "nope")
 	if code != 1 || !strings.Contains(out, "status: does-not-exist") || !strings.Contains(out, "name: quickstart") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
@@ -123,7 +123,7 @@ func TestWatch(t *testing.T) {
 // by domain, and a host nothing matches reported as not existing.
 func TestGetVHDS(t *testing.T) {
 	xds, _ := startServe(t, "--watch", "../../examples/vhds")
-	code, out, errOut := runCmd(t, "get", "--server", xds, "--delta", "--timeout", "500ms", "-o", "json", "vhds",
+	code, out, errOut := runCmd(t, "get", "--server", xds, "--delta", "--timeout", "10s", "-o", "json", "vhds",
 		"shop/www.shop.example", "shop/eu.shop.example", "shop/api.internal", "shop/nowhere.org")
 	if code != 1 {
 		t.Fatalf("exit %d (want 1: one host does not exist): %s", code, errOut)
