@@ -30,7 +30,7 @@ const (
 )
 
 // Bootstrap is a gRPC xDS bootstrap (the JSON grpc-go, grpc-java, grpc-js and
-// C-core read) plus TP2's dynamic parameters (DESIGN.md §4.4).
+// C-core read) plus TP2's dynamic parameters (docs/architecture.md §4.4).
 //
 // ParseBootstrap accepts the bootstraps grpc-go accepts: unknown fields are
 // ignored, because bootstraps carry fields for other languages, and keys

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"github.com/xdsd/xdsd/server/servertest"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -95,7 +95,7 @@ func canonicalEqual(a, b json.RawMessage) bool {
 }
 
 // TestParseBootstrapFiles parses the bootstraps in testdata and checks every
-// field survives: the INTEROP.md client bootstrap, a grpc-go style federation
+// field survives: the docs/testing.md client bootstrap, a grpc-go style federation
 // bootstrap with fields for other languages, and a TP2 one.
 func TestParseBootstrapFiles(t *testing.T) {
 	tests := []struct {

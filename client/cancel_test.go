@@ -10,8 +10,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // spin busy-waits for d: it shifts a cancel against a delivery that is

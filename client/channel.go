@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -71,14 +71,14 @@ type upType struct {
 	declare bool
 	// refresh: names a stream must answer anew, so a reconnecting one does
 	// not declare them held (counted: an #alt= watcher on its fallback
-	// waits for the primary's word, PROTOCOL.md §2.9); fresh: those the
+	// waits for the primary's word, docs/protocol.md §2.9); fresh: those the
 	// current stream has answered for (its server has said what they are,
 	// or that they do not exist).
 	fresh   map[string]bool
 	refresh map[string]int
 
 	// ttl: the TTL timer of each held variant that has one, by name and
-	// constraint key (PROTOCOL.md §2.7): it runs across outages, which is
+	// constraint key (docs/protocol.md §2.7): it runs across outages, which is
 	// the point, and is renewed by a heartbeat or a new copy.
 	ttl map[[2]string]*ttlTimer
 	// lingering: held names nothing subscribes to any more, whose cache
@@ -90,7 +90,7 @@ type upType struct {
 
 // sentRequests tracks which subscriptions a stream's SotW requests of one
 // type named, so that a full-state response deletes only what the request
-// it answers named (PROTOCOL.md §1.7). The server answers the latest
+// it answers named (docs/protocol.md §1.7). The server answers the latest
 // request it has (§1.8), but a response may cross newer requests on the
 // wire: it answers one of the requests from floor to n, the ones sent
 // before it arrived. A response holding a name answers a request naming
@@ -385,7 +385,7 @@ func (ch *channel) lookup(typeURL, name, pkey string) (t *upType, k subKey, s *u
 // unsubscribe removes an upstream subscription. What no remaining
 // subscription covers is no longer held — for a glob or the wildcard, its
 // members too — so that a reconnecting stream does not declare versions of
-// what the cache evicted (PROTOCOL.md §2.9), and the client forgets what it
+// what the cache evicted (docs/protocol.md §2.9), and the client forgets what it
 // knew of them. While no healthy stream is up the client keeps their cache
 // entries instead (Client.interest): they linger, held with their TTLs.
 // It reports whether they do.
@@ -511,7 +511,7 @@ func (t *upType) wanted() func(n string) bool {
 
 // refetch asks the server to send a subscribed resource again (a relay
 // may not answer a new downstream from a do_not_cache copy). Delta: the
-// subscription is sent again, which a server must answer (PROTOCOL.md
+// subscription is sent again, which a server must answer (docs/protocol.md
 // §2.2). SotW: the name is left out of one request and put back.
 func (ch *channel) refetch(typeURL, name, pkey string) {
 	ch.mu.Lock()
@@ -862,7 +862,7 @@ func (ch *channel) recvLoop(st adsStream, i int) error {
 
 // node returns the node to send on a stream's first request, with the
 // client features this client has: it unwraps SotW resources, and over
-// delta it honours TTLs and heartbeats (PROTOCOL.md §2.7).
+// delta it honours TTLs and heartbeats (docs/protocol.md §2.7).
 func (ch *channel) node(delta bool) *corev3.Node {
 	n := &corev3.Node{}
 	if ch.c.b.Node != nil {
@@ -993,7 +993,7 @@ func addToRequest(req *discoveryv3.DiscoveryRequest, s *upSub) {
 // sotwRequest: every request carries the whole name list (§1.6); an ACK or
 // NACK carries the version and nonce it answers (§1.2, §1.3); a type with
 // nothing left is sent an empty list once (the unsubscribe gRPC clients
-// send, INTEROP.md).
+// send, docs/testing.md).
 func (ch *channel) sotwRequest(t *upType) *discoveryv3.DiscoveryRequest {
 	changed := len(t.toSub)+len(t.toUnsub) > 0 || t.forceSend
 	if t.requested && !changed && t.ack == nil {
@@ -1249,7 +1249,7 @@ func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv Server
 // tell that a variant went, nor a delta server that did not know the
 // client held it; but a server sends a TP2 subscription the one
 // variant that matches its parameters, and a resource's variants never
-// overlap (PROTOCOL.md §4.1, §4.3). So a variant sent for a subscription
+// overlap (docs/protocol.md §4.1, §4.3). So a variant sent for a subscription
 // replaces every other held variant of the name that matches it too — the
 // unconstrained variant replaced by env=test and env=prod ones, say — which
 // the server no longer has. Names some plain (non-TP2) subscription also
@@ -1357,7 +1357,7 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 	u.Puts = b.puts
 	if fullState && len(b.errs) == 0 {
 		// A full-state response is the whole truth about what the request
-		// it answers named (PROTOCOL.md §1.7): what it leaves out of that
+		// it answers named (docs/protocol.md §1.7): what it leaves out of that
 		// is deleted, or does not exist. A name subscribed since may be
 		// left out only because the server had not seen it yet.
 		all, named := t.namedByAnswered()

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -26,7 +26,7 @@ import (
 type Options struct {
 	// DoesNotExistTimeout is how long a subscribed resource may go
 	// unanswered on a connected stream before watchers are told it does not
-	// exist (SotW has no such signal; PROTOCOL.md §1.8). Default 15s;
+	// exist (SotW has no such signal; docs/protocol.md §1.8). Default 15s;
 	// negative: never (a relay passes on only what its upstream says, and
 	// leaves the timing out to its own clients).
 	DoesNotExistTimeout time.Duration
@@ -327,7 +327,7 @@ func (c *Client) subscribed(i db.Interest) {
 // VHDS name resolved to — unless another interest still covers it (TP2: a
 // cache entry goes when its last subscription does; nothing unsubscribed
 // may be served stale). What the channel held of them goes too, so a
-// reconnecting stream does not declare it (PROTOCOL.md §2.9), and so do
+// reconnecting stream does not declare it (docs/protocol.md §2.9), and so do
 // their statuses.
 func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	var names []string
@@ -493,7 +493,7 @@ func (c *Client) statusLocked(k [2]string) *resStatus {
 	return st
 }
 
-// startTimerLocked arms the does-not-exist timer (PROTOCOL.md §1.8).
+// startTimerLocked arms the does-not-exist timer (docs/protocol.md §1.8).
 func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
 	// (Closed: a stream coming up as Close stops them starts none.)
 	if k[1] == db.Wildcard || c.o.DoesNotExistTimeout < 0 || c.closed {
@@ -667,7 +667,7 @@ func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
 
 // unaliasLocked: on-demand VHDS names that resolved to a virtual host the
 // response removed (a server removes one by its VirtualHost name,
-// PROTOCOL.md §5.4; or its TTL ran out) lose it: each is told the host
+// docs/protocol.md §5.4; or its TTL ran out) lose it: each is told the host
 // is gone, and resolves afresh among the virtual hosts cached. It returns
 // their keys, to wake their watchers. c.mu is held.
 func (c *Client) unaliasLocked(typeURL string, d *decoded) [][2]string {

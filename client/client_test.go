@@ -11,9 +11,9 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
-	"github.com/xdsd/xdsd/store"
 )
 
 var transports = []struct {
@@ -68,7 +68,7 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 	}
 }
 
-// Removals and does-not-exist (PROTOCOL.md §1.8, §2.5): delta says so
+// Removals and does-not-exist (docs/protocol.md §1.8, §2.5): delta says so
 // at once; SotW LDS/CDS by leaving the resource out; otherwise the timeout.
 func TestRemovalAndDoesNotExist(t *testing.T) {
 	for _, tr := range transports {
@@ -132,7 +132,7 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 	}
 }
 
-// TP2 (PROTOCOL.md §4): subscriptions carry the authority's (or the
+// TP2 (docs/protocol.md §4): subscriptions carry the authority's (or the
 // top-level) dynamic parameters as resource locators, and each watcher gets
 // the variant that matches them.
 func TestDynamicParameters(t *testing.T) {

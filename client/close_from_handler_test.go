@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // Close called from a handler returns (it does not wait for the delivery

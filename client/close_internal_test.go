@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // Close leaves no timer behind: the #alt= rechecks pending are stopped,

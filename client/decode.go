@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -31,7 +31,7 @@ type decoded struct {
 	aliases  map[string]string // alias → virtual host name
 	notFound []string
 	// heartbeats (delta): payload-less resources renewing the TTL of the
-	// version held (PROTOCOL.md §2.7).
+	// version held (docs/protocol.md §2.7).
 	heartbeats []heartbeat
 	// noVariant: TP2 subscriptions a full-state response answered with
 	// variants of the name, none for their parameters.
@@ -67,7 +67,7 @@ func canonicalName(n string) string {
 	return u.String()
 }
 
-// decodeSotW checks a SotW response's resources (PROTOCOL.md §1.7,
+// decodeSotW checks a SotW response's resources (docs/protocol.md §1.7,
 // §1.10): each of the response's type, or wrapped in a discovery Resource;
 // no name given twice.
 func (ch *channel) decodeSotW(t *upType, r *discoveryv3.DiscoveryResponse) *decoded {
@@ -125,7 +125,7 @@ func (ch *channel) decodeSotW(t *upType, r *discoveryv3.DiscoveryResponse) *deco
 	return d
 }
 
-// decodeDelta checks a delta response (PROTOCOL.md §2.6): no name twice
+// decodeDelta checks a delta response (docs/protocol.md §2.6): no name twice
 // across resources and removals; payloads of the response's type; a
 // payload-less resource only as a VHDS answer (with aliases) or a heartbeat.
 func (ch *channel) decodeDelta(t *upType, r *discoveryv3.DeltaDiscoveryResponse) *decoded {
@@ -153,7 +153,7 @@ func (ch *channel) decodeDelta(t *upType, r *discoveryv3.DeltaDiscoveryResponse)
 		if res.Resource == nil {
 			switch {
 			case len(res.Aliases) > 0:
-				// On-demand VHDS: not found (PROTOCOL.md §5.4).
+				// On-demand VHDS: not found (docs/protocol.md §5.4).
 				for _, a := range res.Aliases {
 					d.notFound = append(d.notFound, canonicalName(a))
 				}

@@ -4,7 +4,7 @@
 // the next server, federation by authority, collections, redirects, #alt=
 // failover, on-demand VHDS, and a Watch API.
 //
-// Its cache is the same subscription db a server uses (DESIGN.md §2): local
+// Its cache is the same subscription db a server uses (docs/architecture.md §2): local
 // watchers subscribe in the db, and the db's interest hooks drive the
 // upstream subscriptions, so many watchers of a resource share one upstream
 // subscription, and a relay is this package's db served by protocol.

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // script is the heart of a scripted ADS server, whose test decides every
@@ -163,7 +163,7 @@ func (s *scriptedADS) sendAny(t *testing.T, r *discoveryv3.DiscoveryResponse) {
 	}
 }
 
-// PROTOCOL.md §1.7, §1.8: a full-state (CDS) response answering a request
+// docs/protocol.md §1.7, §1.8: a full-state (CDS) response answering a request
 // older than the latest leaves out names subscribed since; that does not
 // make them not exist. Once a response answers a request naming them,
 // leaving them out deletes them.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 const wait = 10 * time.Second

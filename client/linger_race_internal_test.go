@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // Watches ending as their upstream goes down: whatever the interleaving,

@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
-// PROTOCOL.md §2.7 during an outage: the cache entries of watches ended
+// docs/protocol.md §2.7 during an outage: the cache entries of watches ended
 // while the upstream is down linger, so that a new watcher is served —
 // but they keep their TTLs. One watched again is told Removed when its TTL
 // passes, as a watched one would be; one nobody watches again leaves the

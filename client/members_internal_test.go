@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // Cancelling a glob or wildcard watch leaves nothing of its members behind:

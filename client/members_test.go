@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // A glob watch is cancelled, then one of its members is watched directly

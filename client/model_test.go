@@ -17,9 +17,9 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
-	"github.com/xdsd/xdsd/store"
 )
 
 // A randomized model-based test: random applies, deletes (of a resource or
@@ -354,7 +354,7 @@ func (m *modelRun) expect(w *mwatch, e client.Event, versions map[string]string)
 		version := versions[w.name+"["+c+"]"]
 		want := fmt.Sprintf("updated [%s] v%s %s", c, version, marker)
 		if m.sotw {
-			// A SotW resource takes its response's version_info (PROTOCOL.md
+			// A SotW resource takes its response's version_info (docs/protocol.md
 			// §1.10): the revision served, not older than the variant's.
 			want = fmt.Sprintf("updated [%s] v≥%d %s", c, revOf(version), marker)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// PROTOCOL.md §2.1: a delta response the client rejects is NACKed by its
+// docs/protocol.md §2.1: a delta response the client rejects is NACKed by its
 // nonce even when the next response arrives before the client sends: the
 // NACK is not replaced by the next response's ACK.
 func TestDeltaNACKSurvivesTheNextResponse(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // These tests drive a channel's request building by hand: responses go in
@@ -123,7 +123,7 @@ func checkSent(t *testing.T, got, want []string) {
 	}
 }
 
-// PROTOCOL.md §1.6: the last subscriber of a name leaving and a new one
+// docs/protocol.md §1.6: the last subscriber of a name leaving and a new one
 // coming before the stream sends anything must not leave the server
 // unaware: the cache dropped its copy, so over SotW the name is left out of
 // one request and put back (the server sends newly added names); over delta

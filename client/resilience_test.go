@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // freeAddr reserves a loopback address nothing listens on (yet).
@@ -24,7 +24,7 @@ func freeAddr(t *testing.T) string {
 
 // The server restarted mid-watch: watchers keep their last values, and the
 // client resyncs over delta without downloading again what did not change
-// (initial_resource_versions, PROTOCOL.md §2.9).
+// (initial_resource_versions, docs/protocol.md §2.9).
 func TestServerRestartResync(t *testing.T) {
 	o := servertest.Start(t)
 	o.Apply(cluster("a", "1") + "---\n" + cluster("b", "1") + "---\n" + cluster("c", "1"))

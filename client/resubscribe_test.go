@@ -5,15 +5,15 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // The last watcher of a resource cancelling and a new one watching it at
 // once, before the stream sends anything: the cache let go of its copy, so
 // the server must send it again — over SotW the request would otherwise
 // name what the last one did, and the new watcher be told DoesNotExist
-// (PROTOCOL.md §1.6); over delta the subscription is sent again (§2.2).
+// (docs/protocol.md §1.6); over delta the subscription is sent again (§2.2).
 func TestWatchAgainRightAfterTheLastCancel(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {

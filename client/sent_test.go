@@ -6,7 +6,7 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// PROTOCOL.md §1.7, §1.8: which subscriptions the request a full-state
+// docs/protocol.md §1.7, §1.8: which subscriptions the request a full-state
 // response answers surely named. Requests are numbered from 1; a response
 // holding a resource answers a request naming it.
 func TestSentRequests(t *testing.T) {

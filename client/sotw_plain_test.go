@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // routeDoc is a route configuration document named name, told apart by
@@ -20,7 +20,7 @@ func routeDoc(name, marker, cons string) string {
 		"\n  virtual_hosts:\n  - name: " + marker + "\n    domains: [\"*\"]\n"
 }
 
-// DESIGN.md §4.5 over SotW: a client subscribing by plain name, which the
+// docs/architecture.md §4.5 over SotW: a client subscribing by plain name, which the
 // server answers by its node metadata, is moved to the matching variant
 // when a resource becomes several variants. It takes wrapped resources, so
 // the variant comes with its constraints: it replaces the unconstrained

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/store/storetest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/store/storetest"
 )
 
 // An answer about names nothing watches any more (one crossing their

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
-// PROTOCOL.md §2.7 from the client's side, against a real server: a
+// docs/protocol.md §2.7 from the client's side, against a real server: a
 // variant with a TTL arrives with it, heartbeats renew it while the server
 // is there, and once it is gone the variant expires: removed from the
 // cache and reported to watchers.

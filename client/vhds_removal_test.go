@@ -9,11 +9,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
-// PROTOCOL.md §5.4: a server removes a virtual host by its VirtualHost
+// docs/protocol.md §5.4: a server removes a virtual host by its VirtualHost
 // name. An on-demand VHDS watcher, which asked for "<rc>/<host>" and was
 // answered with that virtual host under an alias, is told it is removed;
 // and once a virtual host answers the name again, it is told of that one.

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -283,7 +283,7 @@ func (w *watcher) emit(e Event) {
 
 // pick chooses the variant for this watcher among a resource's variants:
 // the one its parameters match. A watcher without dynamic parameters gets
-// whatever the server chose for it (by node metadata, DESIGN.md §4.5): the
+// whatever the server chose for it (by node metadata, docs/architecture.md §4.5): the
 // one variant held.
 func (w *watcher) pick(vs []*resource.Variant) *resource.Variant {
 	if w.params != nil {

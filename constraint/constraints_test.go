@@ -39,7 +39,7 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-// PROTOCOL.md §4.1 leaves empty AND and OR lists unspecified; we pin the
+// docs/protocol.md §4.1 leaves empty AND and OR lists unspecified; we pin the
 // natural reading: AND of nothing is true (the zero value), OR of nothing is
 // false.
 func TestEmptyAndOr(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package constraint owns TP2 dynamic parameters and dynamic parameter
 // constraints (spec/TP2-dynamically-generated-cacheable-xds-resources.md,
-// PROTOCOL.md §4): the Params a subscriber sends, the Constraints a resource
+// docs/protocol.md §4): the Params a subscriber sends, the Constraints a resource
 // variant carries, and everything the rest of xdsd needs to do with them.
 //
 // It owns:
@@ -9,7 +9,7 @@
 //   - a canonical form and key (Constraints.Key), because TP2 makes the
 //     constraints part of a resource's identity, so operand order and other
 //     spellings of the same expression must not create distinct variants;
-//   - the text syntax of DESIGN.md §4.2 (Parse, Constraints.String), which
+//   - the text syntax of docs/architecture.md §4.2 (Parse, Constraints.String), which
 //     prints and parses every canonical form, including the constant false;
 //   - conversion to and from the wire proto (Constraints.Proto, FromProto),
 //     bounded so hostile input cannot exhaust the stack;

@@ -66,7 +66,7 @@ func (n *node) protoList() *discoveryv3.DynamicParameterConstraints_ConstraintLi
 
 // FromProto converts and canonicalizes constraints received on the wire or
 // authored as proto JSON; nil gives the zero value. An empty and_constraints
-// list is true and an empty or_constraints list is false (PROTOCOL.md §4.1,
+// list is true and an empty or_constraints list is false (docs/protocol.md §4.1,
 // which TP2 leaves unspecified). It rejects, naming the field path, a message
 // whose oneof is unset, a single constraint with neither value nor exists,
 // an empty key, and nesting deeper than MaxDepth, because the input may come

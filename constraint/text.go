@@ -33,7 +33,7 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("%s %q: at byte %d: %s", e.What, in, e.Offset, e.Msg)
 }
 
-// Parse reads the text syntax of DESIGN.md §4.2:
+// Parse reads the text syntax of docs/architecture.md §4.2:
 //
 //	key=value  key!=value  exists(key)  !x  x && y  x || y  (x)  true  false
 //

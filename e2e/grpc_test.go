@@ -161,7 +161,7 @@ virtual_hosts:
 	until(t, conn, two.addr)
 }
 
-// TP2 through node metadata (DESIGN.md §4.5): two unmodified clients whose
+// TP2 through node metadata (docs/architecture.md §4.5): two unmodified clients whose
 // node metadata says env=prod and env=test reach different backends through
 // the variants of one RouteConfiguration (examples/tp2-variants).
 func TestGRPCVariantsByNodeMetadata(t *testing.T) {

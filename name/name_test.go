@@ -50,7 +50,7 @@ var tp1Names = []string{
 }
 
 // envoyRoundTrip is the exact-round-trip vectors of Envoy's
-// test/common/config/xds_resource_test.cc (PROTOCOL.md §3.6).
+// test/common/config/xds_resource_test.cc (docs/protocol.md §3.6).
 var envoyRoundTrip = []string{
 	"xdstp:///envoy.config.listener.v3.Listener",
 	"xdstp://foo/envoy.config.listener.v3.Listener",

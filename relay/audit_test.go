@@ -9,9 +9,9 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/xdsd/xdsd/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
 )
 
 // eventually polls cond until it holds, failing after protocoltest.Wait.

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/db"
-	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/resource"
 )
 

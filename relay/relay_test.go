@@ -18,12 +18,12 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/protocol"
-	"github.com/xdsd/xdsd/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/relay"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server/servertest"
-	"github.com/xdsd/xdsd/store"
 )
 
 // relayUnderTest is a relay on loopback, and a client connection to it.
@@ -388,7 +388,7 @@ func TestNoVariantForOneParameterSet(t *testing.T) {
 			}
 			if !sotw {
 				// (A SotW upstream has no way to say a route does not exist:
-				// PROTOCOL.md §1.8. Clients time out on their own.)
+				// docs/protocol.md §1.8. Clients time out on their own.)
 				qa := protocoltest.NewDelta(t, rl.conn, nil)
 				qa.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "qa")}})
 				if got := protocoltest.Describe(qa.Recv()); got != "route.v3.RouteConfiguration: -r" {
@@ -505,7 +505,7 @@ func TestDoNotCacheInAFullState(t *testing.T) {
 	}
 }
 
-// TTLs pass through a relay (PROTOCOL.md §2.7): the relay renews them
+// TTLs pass through a relay (docs/protocol.md §2.7): the relay renews them
 // downstream while its upstream renews them, and when the upstream goes,
 // they expire at the relay and are removed below — the one removal an
 // outage causes, because the resource's author asked for it.

@@ -188,7 +188,7 @@ type rawDoc struct {
 
 // Decode parses one source holding YAML documents (separated by ---), a JSON
 // object or a JSON array, each document a bare resource or a wrapper
-// (DESIGN.md §4.2). It returns every document that is valid and an
+// (docs/architecture.md §4.2). It returns every document that is valid and an
 // ErrorList of every one that is not; callers applying a batch must apply
 // nothing when the error is non-nil.
 func Decode(source string, data []byte) ([]*Document, error) {

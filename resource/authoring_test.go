@@ -456,7 +456,7 @@ func TestMayHaveTag(t *testing.T) {
 	}
 }
 
-// A wrapper's ttl becomes Resource.ttl (PROTOCOL.md §2.7): a duration of at
+// A wrapper's ttl becomes Resource.ttl (docs/protocol.md §2.7): a duration of at
 // least MinTTL, not on on-demand virtual hosts; a changed TTL is changed
 // content.
 func TestDecodeTTL(t *testing.T) {

@@ -78,7 +78,7 @@ var entryNameRE = regexp.MustCompile(`^[0-9a-zA-Z_\-.~:/]+$`)
 // decodeCollection decodes a TP1 list collection (<T>Collection). Its entries
 // are always treated as repeated field 1: ClusterCollection and
 // LbEndpointCollection declare the field singular, which cannot hold a list
-// (PROTOCOL.md §6.4), so we encode the list ourselves.
+// (docs/protocol.md §6.4), so we encode the list ourselves.
 func decodeCollection(loc Location, resPath string, typ *Type, res map[string]json.RawMessage, errs ErrorList) (proto.Message, []byte, ErrorList) {
 	for k := range res {
 		if k != "entries" && k != "resources" {
@@ -153,7 +153,7 @@ func decodeCollection(loc Location, resPath string, typ *Type, res map[string]js
 }
 
 // CollectionEntries decodes the entries of a list collection payload, field 1
-// read as repeated whatever the message declares (PROTOCOL.md §6.4).
+// read as repeated whatever the message declares (docs/protocol.md §6.4).
 func CollectionEntries(body []byte) ([]*xdscorev3.CollectionEntry, error) {
 	var out []*xdscorev3.CollectionEntry
 	for len(body) > 0 {

@@ -38,9 +38,9 @@ type Type struct {
 	NameField string
 	// FullState is true for LDS and CDS: a SotW response must hold every
 	// subscribed resource, and a resource missing from it is deleted
-	// (PROTOCOL.md §1.7).
+	// (docs/protocol.md §1.7).
 	FullState bool
-	// Order places the type in ADS make-before-break order (PROTOCOL.md
+	// Order places the type in ADS make-before-break order (docs/protocol.md
 	// §1.9): clusters, endpoints, listeners, routes, virtual hosts, then the
 	// rest. Lower goes first.
 	Order int
@@ -113,7 +113,7 @@ const (
 	LbEndpointCollURL     = TypePrefix + "envoy.config.endpoint.v3.LbEndpointCollection"
 	LocatorURL            = TypePrefix + "xds.core.v3.ResourceLocator"
 	// WrapperURL is the type URL of envoy.service.discovery.v3.Resource, the
-	// wrapper a SotW response may carry (PROTOCOL.md §1.10).
+	// wrapper a SotW response may carry (docs/protocol.md §1.10).
 	WrapperURL = TypePrefix + "envoy.service.discovery.v3.Resource"
 )
 
@@ -219,7 +219,7 @@ func ForURL(url string) *Type {
 		t.msg = mt
 	}
 	// Remembered, up to a bound: a peer naming made-up type URLs must not
-	// grow the registry without end (DESIGN.md §6).
+	// grow the registry without end (docs/architecture.md §6).
 	if len(registry.opaque) < maxOpaque {
 		registry.opaque[url] = t
 	}

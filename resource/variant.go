@@ -33,7 +33,7 @@ func (k Key) String() string {
 // constraints that select it and the version that last changed it. It is
 // immutable once made, and its payload is encoded exactly once, when it is
 // made; responses are assembled from those bytes and never re-marshal it
-// (DESIGN.md §5).
+// (docs/architecture.md §5).
 type Variant struct {
 	// Type is the type the resource is served as, i.e. the type clients
 	// subscribe to.
@@ -50,7 +50,7 @@ type Variant struct {
 	PayloadURL string
 	// DoNotCache carries Resource.cache_control.do_not_cache from upstream.
 	DoNotCache bool
-	// TTL, when positive, is Resource.ttl (PROTOCOL.md §2.7): a client that
+	// TTL, when positive, is Resource.ttl (docs/protocol.md §2.7): a client that
 	// supports it drops the variant unless the server resends it or sends
 	// a heartbeat within the TTL, so configuration does not outlive contact
 	// with the control plane.
@@ -151,7 +151,7 @@ func (v *Variant) ResourceHeader(tp2, ttl bool) []byte {
 // WrappedHeader returns the encoding of a google.protobuf.Any holding the
 // Resource of ResourceHeader(tp2, false), up to the Resource itself: the
 // whole Any is WrappedHeader(tp2) + ResourceHeader(tp2, false) + Any(). SotW
-// responses carry this to clients that take wrapped resources (PROTOCOL.md
+// responses carry this to clients that take wrapped resources (docs/protocol.md
 // §1.10); xdsd sends TTLs over delta only.
 func (v *Variant) WrappedHeader(tp2 bool) []byte {
 	v.once.Do(v.encodeHeaders)
@@ -164,7 +164,7 @@ func (v *Variant) WrappedHeader(tp2 bool) []byte {
 // Heartbeat returns the encoding of a payload-less Resource with the
 // variant's name (or resource_name with tp2), version and TTL: it renews the
 // TTL of a client holding this version without resending the payload
-// (PROTOCOL.md §2.7). It is nil for a variant without a TTL.
+// (docs/protocol.md §2.7). It is nil for a variant without a TTL.
 func (v *Variant) Heartbeat(tp2 bool) []byte {
 	v.once.Do(v.encodeHeaders)
 	if tp2 {

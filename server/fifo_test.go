@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store/mem"
 )
 
 // A FIFO named *.yaml in a watched directory is reported, naming it, and

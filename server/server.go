@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/xdsd/xdsd/db"
-	"github.com/xdsd/xdsd/protocol"
-	"github.com/xdsd/xdsd/store"
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/store"
 )
 
 // Options configure a Server.

@@ -14,8 +14,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/store"
 )
 
 // DirWatcher keeps a store in step with a directory of authoring files

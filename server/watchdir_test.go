@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store"
-	"github.com/xdsd/xdsd/store/bolt"
-	"github.com/xdsd/xdsd/store/mem"
 )
 
 const cl = "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n"

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsd/xdsd/admin"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/resource"
 )
 

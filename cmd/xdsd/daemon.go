@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/internal/protocol"
 )
 
 // daemonFlags are the flags of the long-running commands (serve, relay):

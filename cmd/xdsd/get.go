@@ -19,9 +19,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/xdsd/xdsd/admin"
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/db"
+	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -65,7 +65,7 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 	return fs, f
 }
 
-// The environment variables gRPC reads its bootstrap from (DESIGN.md §4.4;
+// The environment variables gRPC reads its bootstrap from (docs/architecture.md §4.4;
 // the file wins when both are set, as in gRPC).
 const (
 	envBootstrapFile   = "GRPC_XDS_BOOTSTRAP"

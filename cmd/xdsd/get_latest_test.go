@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/store"
 )
 
 func TestGet(t *testing.T) {

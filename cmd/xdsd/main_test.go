@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsd/xdsd/admin"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store"
-	"github.com/xdsd/xdsd/store/bolt"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {

@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/xdsd/xdsd/admin"
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/relay"
 )
 

@@ -12,11 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xdsd/xdsd/admin"
+	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store"
-	"github.com/xdsd/xdsd/store/bolt"
-	"github.com/xdsd/xdsd/store/mem"
 )
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/xdsd/xdsd/bench/control"
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/relay"
 )
 

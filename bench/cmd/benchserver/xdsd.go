@@ -10,11 +10,11 @@ import (
 
 	"github.com/xdsd/xdsd/bench/control"
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store"
-	"github.com/xdsd/xdsd/store/mem"
 )
 
 // xdsdImpl is the xdsd server role over an in-memory store.

@@ -20,11 +20,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/bench/control"
-	"github.com/xdsd/xdsd/protocol"
+	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
-	"github.com/xdsd/xdsd/store"
-	"github.com/xdsd/xdsd/store/mem"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

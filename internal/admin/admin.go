@@ -1,0 +1,379 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Options configure the handler. Every field is optional; a missing one
+// turns its endpoints off (a relay has no store to apply to).
+type Options struct {
+	// Store backs /v1/resources, /v1/apply and DELETE /v1/resources.
+	Store store.Store
+	// Resources lists what GET /v1/resources shows when there is no Store
+	// (a relay's cache).
+	Resources func(ctx context.Context) (rev int64, vs []*resource.Variant, err error)
+	// Ready reports readiness for /readyz.
+	Ready func() bool
+	// Served waits until the xDS side serves a store revision. An apply or
+	// delete answers once its revision is served, so a client that asks
+	// after `xdsd apply` returns gets what was applied.
+	Served func(ctx context.Context, rev int64) error
+	// Gatherer serves /metrics (prometheus.DefaultGatherer when nil).
+	Gatherer prometheus.Gatherer
+	// Clients returns the value /v1/clients shows as JSON.
+	Clients func() any
+	// Upstream returns the value /v1/upstream shows as JSON (a relay's
+	// upstream streams).
+	Upstream func() any
+	// Logger logs applies and deletes.
+	Logger *slog.Logger
+}
+
+// Handler returns the admin HTTP handler.
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Gatherer == nil {
+		o.Gatherer = prometheus.DefaultGatherer
+	}
+	a := &api{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", a.page)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", a.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/resources", a.list)
+	mux.HandleFunc("POST /v1/apply", a.apply)
+	mux.HandleFunc("DELETE /v1/resources", a.delete)
+	mux.HandleFunc("GET /v1/clients", a.clients)
+	mux.HandleFunc("GET /v1/upstream", func(w http.ResponseWriter, r *http.Request) {
+		if a.o.Upstream == nil {
+			writeJSON(w, http.StatusOK, []any{})
+			return
+		}
+		writeJSON(w, http.StatusOK, a.o.Upstream())
+	})
+	return mux
+}
+
+type api struct{ o Options }
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	if a.o.Ready != nil && !a.o.Ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Message string     `json:"message"`
+	Errors  []DocError `json:"errors,omitempty"`
+}
+
+// DocError is one bad document of an apply.
+type DocError struct {
+	Source   string `json:"source,omitempty"`
+	Document int    `json:"document,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Message  string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	body := ErrorBody{Message: err.Error()}
+	var list resource.ErrorList
+	if errors.As(err, &list) {
+		body.Message = fmt.Sprintf("%d invalid document(s); nothing was applied", len(list))
+		for _, e := range list {
+			body.Errors = append(body.Errors, DocError{Source: e.Source, Document: e.Index, Line: e.Line, Path: e.Path, Message: e.Msg})
+		}
+	}
+	writeJSON(w, code, body)
+}
+
+// Resource is one variant as /v1/resources shows it.
+type Resource struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Constraints string          `json:"constraints,omitempty"`
+	Version     string          `json:"version"`
+	PayloadType string          `json:"payload_type,omitempty"` // set for redirects
+	TTL         string          `json:"ttl,omitempty"`          // Resource.ttl, when the variant has one
+	Resource    json.RawMessage `json:"resource,omitempty"`
+	Error       string          `json:"error,omitempty"` // when the payload cannot be shown
+}
+
+// ResourceList is the body of GET /v1/resources.
+type ResourceList struct {
+	Revision  int64      `json:"revision"`
+	Resources []Resource `json:"resources"`
+}
+
+// Render turns a variant into its admin form, the payload as proto JSON.
+func Render(v *resource.Variant) Resource {
+	r := Resource{Type: v.Type.Name, Name: v.Name, Constraints: v.Constraints.String(), Version: v.Version}
+	if v.TTL > 0 {
+		r.TTL = v.TTL.String()
+	}
+	if v.PayloadURL != v.Type.URL {
+		r.PayloadType = v.PayloadURL
+	}
+	m, err := v.Message()
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Resource = js
+	return r
+}
+
+// variants reads what this process holds: its store's contents, or a
+// relay's cache. ok is false (and the error written) if it cannot.
+func (a *api) variants(w http.ResponseWriter, r *http.Request) (rev int64, vs []*resource.Variant, ok bool) {
+	switch {
+	case a.o.Store != nil:
+		cs, err := a.o.Store.Changes(r.Context(), store.FromStart)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return 0, nil, false
+		}
+		return cs.Rev, cs.Puts, true
+	case a.o.Resources != nil:
+		rev, vs, err := a.o.Resources(r.Context())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return 0, nil, false
+		}
+		return rev, vs, true
+	}
+	writeError(w, http.StatusNotFound, errors.New("this process holds no resources"))
+	return 0, nil, false
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	rev, vs, ok := a.variants(w, r)
+	if !ok {
+		return
+	}
+	f, err := parseFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	out := ResourceList{Revision: rev, Resources: []Resource{}}
+	for _, v := range vs {
+		if f.match(v) {
+			out.Resources = append(out.Resources, Render(v))
+		}
+	}
+	sortResources(out.Resources)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sortResources orders resources by type, name and constraints.
+func sortResources(rs []Resource) {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Constraints < b.Constraints
+	})
+}
+
+type filter struct {
+	typ, name   string
+	constraints *string
+}
+
+func parseFilter(r *http.Request) (filter, error) {
+	var f filter
+	q := r.URL.Query()
+	if t := q.Get("type"); t != "" {
+		typ, err := resource.Lookup(t)
+		if err != nil {
+			return f, err
+		}
+		f.typ = typ.URL
+	}
+	if n := q.Get("name"); n != "" {
+		c, err := resource.CanonicalName(n)
+		if err != nil {
+			return f, err
+		}
+		f.name = c
+	}
+	if q.Has("constraints") {
+		c, err := constraint.Parse(q.Get("constraints"))
+		if err != nil {
+			return f, err
+		}
+		k := c.Key()
+		f.constraints = &k
+	}
+	return f, nil
+}
+
+func (f filter) match(v *resource.Variant) bool {
+	return (f.typ == "" || v.Type.URL == f.typ) && (f.name == "" || v.Name == f.name) &&
+		(f.constraints == nil || v.Constraints.Key() == *f.constraints)
+}
+
+// ApplyResult is the body of a successful apply or delete.
+type ApplyResult struct {
+	Revision int64    `json:"revision"`
+	Changed  []string `json:"changed"`
+	Deleted  []string `json:"deleted"`
+}
+
+func result(r store.Result) ApplyResult {
+	out := ApplyResult{Revision: r.Rev, Changed: []string{}, Deleted: []string{}}
+	for _, k := range r.Puts {
+		out.Changed = append(out.Changed, keyString(k))
+	}
+	for _, k := range r.Deletes {
+		out.Deleted = append(out.Deleted, keyString(k))
+	}
+	return out
+}
+
+func keyString(k resource.Key) string {
+	s := resource.ForURL(k.Type).Name + " " + k.Name
+	if k.Constraints != "" {
+		s += " [" + k.Constraints + "]"
+	}
+	return s
+}
+
+func (a *api) apply(w http.ResponseWriter, r *http.Request) {
+	if a.o.Store == nil {
+		writeError(w, http.StatusNotFound, errors.New("this process has no store to apply to"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, resource.MaxDocumentBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, err)
+		return
+	}
+	source := r.URL.Query().Get("source")
+	if source == "" {
+		source = "request"
+	}
+	decode := resource.Decode
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" {
+		decode = resource.DecodeJSON // strict: not read as YAML
+	}
+	docs, err := decode(source, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	var b store.Batch
+	for _, d := range docs {
+		b.Puts = append(b.Puts, d.Variant)
+	}
+	res, err := a.o.Store.Apply(r.Context(), b)
+	if err != nil {
+		code := http.StatusInternalServerError
+		var be *store.BatchError
+		if errors.As(err, &be) {
+			code = http.StatusBadRequest
+		}
+		writeError(w, code, err)
+		return
+	}
+	a.o.Logger.Info("applied", "revision", res.Rev, "documents", len(docs), "changed", len(res.Puts), "deleted", len(res.Deletes))
+	a.waitServed(r.Context(), res.Rev)
+	writeJSON(w, http.StatusOK, result(res))
+}
+
+// servedWait bounds how long an apply waits for its revision to be served;
+// past it the apply still succeeds (it is stored), and the wait is logged.
+const servedWait = 10 * time.Second
+
+func (a *api) waitServed(ctx context.Context, rev int64) {
+	if a.o.Served == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, servedWait)
+	defer cancel()
+	if err := a.o.Served(ctx, rev); err != nil {
+		a.o.Logger.Warn("stored, but not yet served", "revision", rev, "error", err)
+	}
+}
+
+func (a *api) delete(w http.ResponseWriter, r *http.Request) {
+	if a.o.Store == nil {
+		writeError(w, http.StatusNotFound, errors.New("this process has no store to delete from"))
+		return
+	}
+	f, err := parseFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if f.typ == "" || f.name == "" {
+		writeError(w, http.StatusBadRequest, errors.New("DELETE needs type and name (and constraints to delete one variant)"))
+		return
+	}
+	d := store.Delete{Type: f.typ, Name: f.name, All: f.constraints == nil}
+	if f.constraints != nil {
+		d.Constraints = *f.constraints
+	}
+	res, err := a.o.Store.Apply(r.Context(), store.Batch{Deletes: []store.Delete{d}})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if !res.Changed() {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no such resource: %s", keyString(resource.Key{Type: d.Type, Name: d.Name, Constraints: d.Constraints})))
+		return
+	}
+	a.o.Logger.Info("deleted", "revision", res.Rev, "variants", len(res.Deletes))
+	a.waitServed(r.Context(), res.Rev)
+	writeJSON(w, http.StatusOK, result(res))
+}
+
+func (a *api) clients(w http.ResponseWriter, r *http.Request) {
+	if a.o.Clients == nil {
+		writeJSON(w, http.StatusOK, []any{})
+		return
+	}
+	writeJSON(w, http.StatusOK, a.o.Clients())
+}

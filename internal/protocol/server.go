@@ -1,0 +1,361 @@
+package protocol
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	extensionservice "github.com/envoyproxy/go-control-plane/envoy/service/extension/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Options bound what one stream may cost (docs/architecture.md §6).
+type Options struct {
+	// MaxSubscriptions per stream (all types together). Default 100000.
+	MaxSubscriptions int
+	// RequestRate is the sustained requests per second a stream may send,
+	// RequestBurst the burst above it. Defaults 100/s and 1000.
+	RequestRate  float64
+	RequestBurst int
+	// CacheBytes bounds the shared response encodings. Default 64 MiB.
+	CacheBytes int
+	// HonorDoNotCache is for caching proxies: a variant marked
+	// cache_control.do_not_cache is not sent to a subscription older than
+	// the variant; it waits for the fresh copy its subscription causes
+	// upstream (xDS: proxies may not cache such resources).
+	HonorDoNotCache bool
+	// PendingWait bounds how long a SotW full state (LDS, CDS) waits, in a
+	// cache, for names its source has not answered yet and the client
+	// never had; then it goes without them (a SotW upstream cannot say a
+	// resource does not exist, and the rest must not wait forever).
+	// Default 5s.
+	PendingWait time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics (none when nil).
+	Registerer prometheus.Registerer
+}
+
+// Server serves a db over every xDS gRPC service.
+type Server struct {
+	db      *db.DB
+	opts    Options
+	log     *slog.Logger
+	cache   *bodyCache
+	memo    memo
+	metrics *metrics
+
+	ids     atomic.Uint64
+	mu      sync.Mutex
+	streams map[uint64]*stream
+	closed  bool
+}
+
+// NewServer returns a server of d's contents.
+func NewServer(d *db.DB, o Options) *Server {
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 100000
+	}
+	if o.PendingWait <= 0 {
+		o.PendingWait = 5 * time.Second
+	}
+	if o.RequestRate <= 0 {
+		o.RequestRate = 100
+	}
+	if o.RequestBurst <= 0 {
+		o.RequestBurst = 1000
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Server{db: d, opts: o, log: o.Logger, cache: newBodyCache(o.CacheBytes),
+		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}}
+}
+
+// Register registers the ADS service (SotW and delta) and the per-type
+// Stream/Delta services on g. g must be created with ServerCodec().
+func (s *Server) Register(g *grpc.Server) {
+	type svc struct {
+		desc  grpc.ServiceDesc
+		types map[string]string // method → type URL ("" for ADS)
+	}
+	services := []svc{
+		{discoveryv3.AggregatedDiscoveryService_ServiceDesc, map[string]string{"StreamAggregatedResources": "", "DeltaAggregatedResources": ""}},
+		{listenerservice.ListenerDiscoveryService_ServiceDesc, map[string]string{"StreamListeners": resource.ListenerURL, "DeltaListeners": resource.ListenerURL}},
+		{routeservice.RouteDiscoveryService_ServiceDesc, map[string]string{"StreamRoutes": resource.RouteURL, "DeltaRoutes": resource.RouteURL}},
+		{routeservice.ScopedRoutesDiscoveryService_ServiceDesc, map[string]string{"StreamScopedRoutes": resource.ScopedRouteURL, "DeltaScopedRoutes": resource.ScopedRouteURL}},
+		{routeservice.VirtualHostDiscoveryService_ServiceDesc, map[string]string{"DeltaVirtualHosts": resource.VirtualHostURL}},
+		{clusterservice.ClusterDiscoveryService_ServiceDesc, map[string]string{"StreamClusters": resource.ClusterURL, "DeltaClusters": resource.ClusterURL}},
+		{endpointservice.EndpointDiscoveryService_ServiceDesc, map[string]string{"StreamEndpoints": resource.EndpointURL, "DeltaEndpoints": resource.EndpointURL}},
+		{endpointservice.LocalityEndpointDiscoveryService_ServiceDesc, map[string]string{"DeltaLocalityEndpoints": resource.LbEndpointURL}},
+		{secretservice.SecretDiscoveryService_ServiceDesc, map[string]string{"StreamSecrets": resource.SecretURL, "DeltaSecrets": resource.SecretURL}},
+		{runtimeservice.RuntimeDiscoveryService_ServiceDesc, map[string]string{"StreamRuntime": resource.RuntimeURL, "DeltaRuntime": resource.RuntimeURL}},
+		{extensionservice.ExtensionConfigDiscoveryService_ServiceDesc, map[string]string{"StreamExtensionConfigs": resource.ExtensionConfigURL, "DeltaExtensionConfigs": resource.ExtensionConfigURL}},
+	}
+	for _, sv := range services {
+		// The generated descriptors name the methods; the handlers are
+		// ours, so responses can go out pre-encoded.
+		desc := grpc.ServiceDesc{ServiceName: sv.desc.ServiceName, HandlerType: (*any)(nil), Metadata: sv.desc.Metadata}
+		for _, st := range sv.desc.Streams {
+			typeURL, ok := sv.types[st.StreamName]
+			if !ok {
+				continue
+			}
+			delta := len(st.StreamName) > 5 && st.StreamName[:5] == "Delta"
+			desc.Streams = append(desc.Streams, grpc.StreamDesc{
+				StreamName:    st.StreamName,
+				ServerStreams: true,
+				ClientStreams: true,
+				Handler: func(_ any, ss grpc.ServerStream) error {
+					return s.Serve(ss, delta, typeURL)
+				},
+			})
+		}
+		g.RegisterService(&desc, s)
+	}
+}
+
+// Serve runs one stream: delta or SotW, for one type (a per-type service)
+// or any (ADS, typeURL ""). It returns when the stream ends.
+func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	st := &stream{cancel: cancel,
+		srv: s, ss: ss, delta: delta, fixedType: typeURL,
+		id: s.ids.Add(1), addr: peerAddr(ctx), started: time.Now(),
+		wake: make(chan struct{}, 1), types: map[string]*typeState{},
+		limiter: newLimiter(s.opts.RequestRate, s.opts.RequestBurst),
+	}
+	st.sub = db.NewSubscriber(st.signal)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "server shutting down")
+	}
+	s.streams[st.id] = st
+	s.mu.Unlock()
+	s.metrics.streams.WithLabelValues(st.kind()).Inc()
+	defer func() {
+		st.unsubscribeAll()
+		s.mu.Lock()
+		delete(s.streams, st.id)
+		s.mu.Unlock()
+		s.metrics.streams.WithLabelValues(st.kind()).Dec()
+	}()
+	err := st.run(ctx)
+	if ctx.Err() != nil && ss.Context().Err() == nil {
+		return status.Error(codes.Unavailable, "server shutting down")
+	}
+	if err != nil {
+		s.log.Debug("stream ended", "stream", st.id, "error", err)
+	}
+	return err
+}
+
+// Close ends every stream with UNAVAILABLE, so clients reconnect (to
+// another server) at once, and refuses new ones. A gRPC server's graceful
+// stop would otherwise wait for xDS streams, which never end on their own.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.cancel()
+	}
+}
+
+// limiter is a token bucket bounding a stream's request rate. A client over
+// its rate is slowed down (its requests wait), never dropped.
+type limiter struct {
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate float64, burst int) limiter {
+	return limiter{rate: rate, burst: float64(burst), tokens: float64(burst)}
+}
+
+func (l *limiter) wait(ctx context.Context) error {
+	now := time.Now()
+	if !l.last.IsZero() {
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = now
+	if l.tokens >= 1 {
+		l.tokens--
+		return nil
+	}
+	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		l.tokens = 0
+		l.last = time.Now()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type metrics struct {
+	streams   *prometheus.GaugeVec
+	pushes    *prometheus.CounterVec
+	resources *prometheus.CounterVec
+	bytes     *prometheus.CounterVec
+	acks      *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	stale     *prometheus.CounterVec
+	latency   prometheus.Histogram
+
+	mu    sync.Mutex
+	types map[string]*typeCounters
+}
+
+func newMetrics(r prometheus.Registerer) *metrics {
+	m := &metrics{
+		streams:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "xdsd_streams", Help: "Connected downstream xDS streams, by kind."}, []string{"kind"}),
+		pushes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_pushes_total", Help: "Responses sent, by resource type."}, []string{"type"}),
+		resources: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_pushed_resources_total", Help: "Resources and removals sent, by resource type."}, []string{"type"}),
+		bytes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_pushed_bytes_total", Help: "Response bytes sent, by resource type."}, []string{"type"}),
+		acks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_acks_total", Help: "ACKs received, by resource type."}, []string{"type"}),
+		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_nacks_total", Help: "NACKs received, by resource type."}, []string{"type"}),
+		stale:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_stale_requests_total", Help: "SotW requests ignored for a stale nonce, by resource type."}, []string{"type"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "xdsd_apply_to_send_seconds",
+			Help:    "Time from a change entering the database to a response carrying it being sent.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+	}
+	if r != nil {
+		r.MustRegister(m.streams, m.pushes, m.resources, m.bytes, m.acks, m.nacks, m.stale, m.latency)
+	}
+	return m
+}
+
+// forType returns a type's request counters, shared by every stream.
+func (m *metrics) forType(name string) *typeCounters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.types[name]; c != nil {
+		return c
+	}
+	c := &typeCounters{acks: m.acks.WithLabelValues(name), nacks: m.nacks.WithLabelValues(name), stale: m.stale.WithLabelValues(name),
+		pushes: m.pushes.WithLabelValues(name), resources: m.resources.WithLabelValues(name), bytes: m.bytes.WithLabelValues(name)}
+	if m.types == nil {
+		m.types = map[string]*typeCounters{}
+	}
+	m.types[name] = c
+	return c
+}
+
+func (m *metrics) sent(o *out) {
+	o.counters.pushes.Inc()
+	o.counters.resources.Add(float64(o.items))
+	o.counters.bytes.Add(float64(len(o.enc.Body) + len(o.enc.Nonce)))
+	if !o.since.IsZero() {
+		m.latency.Observe(time.Since(o.since).Seconds())
+	}
+}
+
+// Client is one connected stream as /v1/clients shows it.
+type Client struct {
+	ID        uint64            `json:"id"`
+	NodeID    string            `json:"node_id"`
+	Cluster   string            `json:"node_cluster,omitempty"`
+	Address   string            `json:"address"`
+	Kind      string            `json:"kind"`
+	Connected time.Time         `json:"connected"`
+	Params    map[string]string `json:"node_params,omitempty"`
+	Requests  int               `json:"requests"`
+	Types     []TypeStatus      `json:"types"`
+}
+
+// TypeStatus is a stream's state for one resource type.
+type TypeStatus struct {
+	Type          string         `json:"type"`
+	Subscriptions []Subscription `json:"subscriptions"`
+	Resources     int            `json:"resources"`
+	SentVersion   string         `json:"sent_version"`
+	SentNonce     string         `json:"sent_nonce"`
+	SentAt        *time.Time     `json:"sent_at,omitempty"`
+	AckedVersion  string         `json:"acked_version"`
+	AckedNonce    string         `json:"acked_nonce"`
+	AckedAt       *time.Time     `json:"acked_at,omitempty"`
+	LastNack      *Nack          `json:"last_nack,omitempty"`
+	Nacks         int            `json:"nacks"`
+}
+
+// Subscription is one subscribed name with its dynamic parameters.
+type Subscription struct {
+	Name    string            `json:"name"`
+	Params  map[string]string `json:"params,omitempty"`
+	Locator bool              `json:"locator,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Clients reports every connected stream, in connection order.
+func (s *Server) Clients() []Client {
+	s.mu.Lock()
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	sort.Slice(streams, func(i, j int) bool { return streams[i].id < streams[j].id })
+	out := make([]Client, 0, len(streams))
+	for _, st := range streams {
+		out = append(out, st.status())
+	}
+	return out
+}
+
+func (st *stream) status() Client {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := Client{ID: st.id, NodeID: st.node.GetId(), Cluster: st.node.GetCluster(), Address: st.addr,
+		Kind: st.kind(), Connected: st.started, Params: st.nodeParams, Requests: st.requests, Types: []TypeStatus{}}
+	for _, ts := range st.types {
+		t := TypeStatus{Type: ts.typ.Name, Subscriptions: []Subscription{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,
+			SentAt: timePtr(ts.sentAt), AckedVersion: ts.ackVersion, AckedNonce: ts.ackNonce, AckedAt: timePtr(ts.ackAt),
+			LastNack: ts.nack, Nacks: ts.nacks}
+		for _, w := range ts.ws.sorted {
+			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.name, Params: w.params, Locator: w.tp2})
+		}
+		for _, h := range ts.held.m {
+			t.Resources += len(h.variants)
+		}
+		c.Types = append(c.Types, t)
+	}
+	sort.Slice(c.Types, func(i, j int) bool { return c.Types[i].Type < c.Types[j].Type })
+	return c
+}

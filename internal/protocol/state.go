@@ -1,0 +1,670 @@
+package protocol
+
+import (
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unique"
+	"weak"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// watch is one subscription of a stream: a name (a resource, Wildcard, a
+// glob URL, or a VHDS "<rc>/<host>") with the dynamic parameters it selects
+// variants by.
+type watch struct {
+	name   string
+	params constraint.Params
+	pkey   string
+	// tp2 is true when the client subscribed with a TP2 resource locator: it
+	// is sent variants' constraints and takes wrapped resources.
+	tp2 bool
+	// kind is what the name is (set by addWatch, from the type and name).
+	kind watchKind
+}
+
+// watchKey identifies a watch: a name under a parameter set, subscribed by
+// locator (TP2: sent with constraints) or plainly. The same name and
+// parameters by both ways are two watches: the locator's asks for more.
+type watchKey struct {
+	name, pkey string
+	tp2        bool
+}
+
+func (w *watch) key() watchKey { return watchKey{w.name, w.pkey, w.tp2} }
+
+type watchKind int
+
+const (
+	watchName watchKind = iota
+	watchWildcard
+	watchGlob
+	watchVHDS
+)
+
+func kindOf(typeURL, n string) watchKind {
+	switch {
+	case n == db.Wildcard:
+		return watchWildcard
+	case db.IsGlob(n):
+		return watchGlob
+	case typeURL == resource.VirtualHostURL && strings.Contains(n, "/"):
+		return watchVHDS
+	}
+	return watchName
+}
+
+// held is what the client holds (delta) or was last sent (SotW) under one
+// name: usually one variant, several when one stream subscribes a name with
+// several parameter sets (a relay).
+type held struct {
+	variants []heldVariant
+	// absent records that the client was told the name does not exist
+	// (delta removed_resources, an empty glob, or a VHDS not-found answer),
+	// so that it is not told again.
+	absent bool
+}
+
+type heldVariant struct {
+	ckey    string
+	version string
+	v       *resource.Variant // nil when known only from initial_resource_versions
+	tp2     bool              // sent with its constraints
+}
+
+// Nack is the last NACK a client sent for a type.
+type Nack struct {
+	Nonce   string    `json:"nonce"`
+	Version string    `json:"version"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+}
+
+// typeState is a stream's state for one resource type.
+type typeState struct {
+	typ  *resource.Type
+	ws   *watchSet           // the subscriptions, shared with streams subscribed alike
+	edit map[watchKey]*watch // while a request changes them: the new ones
+	held *heldSet
+	// dncSince is, for a caching proxy (Options.HonorDoNotCache), the db
+	// revision each watch began at: a do_not_cache copy older than the
+	// watch is not sent to it.
+	dncSince map[watchKey]int64
+
+	// SotW: whether any request named resources (docs/protocol.md §1.5), and
+	// the last request that changed the names, to skip repeats quickly.
+	everNamed  bool
+	lastReq    [2]uint64
+	hasLastReq bool
+
+	// Work to do: names whose contents changed, or all (a subscription
+	// change); names that must be sent even if unchanged (docs/protocol.md §1.6,
+	// §2.2); and whether a response is due even when empty (the first
+	// request for a type).
+	dirty        map[string]struct{}
+	dirtyAll     bool
+	force        map[string]struct{}   // names
+	forceWatches map[watchKey]struct{} // everything a new watch covers
+	mustReply    bool
+	since        time.Time
+
+	// Nonces and acknowledgements.
+	nonce       string
+	sentVersion string
+	sentAt      time.Time
+	recent      []sent // delta: the last responses sent, any of which the client may ACK
+	ackVersion  string
+	ackNonce    string
+	ackAt       time.Time
+	nack        *Nack
+	nacks       int
+
+	metrics *typeCounters // this type's counters, looked up once
+
+	// TTL heartbeats (delta, clients that support TTLs): a round every
+	// hbEvery (half the shortest TTL sent), the last at hbAt; beat marks a
+	// round due.
+	hbEvery time.Duration
+	hbAt    time.Time
+	beat    bool
+
+	// SotW full state: since when it has waited for names the source has
+	// not answered, and whether the timer must look again (PendingWait).
+	pendingSince time.Time
+	recheck      bool
+}
+
+// sent is a delta response a client may still ACK or NACK.
+type sent struct{ nonce, version string }
+
+// typeCounters are the per-type metrics a stream bumps on every request.
+type typeCounters struct{ acks, nacks, stale, pushes, resources, bytes prometheus.Counter }
+
+func (ts *typeState) counters(m *metrics) *typeCounters {
+	if ts.metrics == nil {
+		ts.metrics = m.forType(TypeLabel(ts.typ))
+	}
+	return ts.metrics
+}
+
+// TypeLabel is a type's metrics label: its name, or "other" for a type
+// xdsd does not know, so that clients naming made-up types cannot mint
+// series (docs/architecture.md §6).
+func TypeLabel(t *resource.Type) string {
+	if !t.Known {
+		return "other"
+	}
+	return t.Name
+}
+
+func newTypeState(t *resource.Type) *typeState {
+	return &typeState{typ: t, ws: noWatches, held: emptyHeld}
+}
+
+// watchSet is a type state's subscriptions, with what derives from them:
+// the watches in order; the named ones by name and the wildcard and glob
+// ones, so a change looks only at the watches covering it; and an interned
+// signature, under which streams subscribed alike share their computations
+// (memo). A set is immutable and interned by its signature, so an idle
+// fleet subscribed alike keeps one (docs/architecture.md §5: nothing per stream that
+// can be shared).
+type watchSet struct {
+	m       map[watchKey]*watch
+	sorted  []*watch
+	byName  map[string][]*watch
+	special []*watch
+	sig     unique.Handle[string]
+}
+
+var noWatches = &watchSet{m: map[watchKey]*watch{}, byName: map[string][]*watch{}, sig: unique.Make("")}
+
+// internedSets maps a signature to a weak pointer to its set; a set
+// nobody holds is collected, and its entry with it.
+var internedSets sync.Map
+
+// sortWatches returns m's watches in order with their signature.
+func sortWatches(m map[watchKey]*watch) ([]*watch, unique.Handle[string], map[watchKey]*watch) {
+	sorted := make([]*watch, 0, len(m))
+	for _, w := range m {
+		sorted = append(sorted, w)
+	}
+	slices.SortFunc(sorted, func(a, b *watch) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.pkey, b.pkey); c != 0 {
+			return c
+		}
+		if a.tp2 == b.tp2 {
+			return 0
+		}
+		if b.tp2 {
+			return -1
+		}
+		return 1
+	})
+	n := 0
+	for _, w := range sorted {
+		n += len(w.name) + len(w.pkey) + 3
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, w := range sorted {
+		b.WriteString(w.name)
+		b.WriteByte(0)
+		b.WriteString(w.pkey)
+		if w.tp2 {
+			b.WriteByte(1)
+		}
+		b.WriteByte(0)
+	}
+	return sorted, unique.Make(b.String()), m
+}
+
+// makeWatchSet indexes sorted watches (the signature is per type: the
+// type's watches are in one table).
+func makeWatchSet(sorted []*watch, sig unique.Handle[string], m map[watchKey]*watch) *watchSet {
+	ws := &watchSet{m: m, sorted: sorted, byName: make(map[string][]*watch, len(sorted)), sig: sig}
+	for _, w := range sorted {
+		switch w.kind {
+		case watchWildcard, watchGlob:
+			ws.special = append(ws.special, w)
+		default:
+			ws.byName[w.name] = append(ws.byName[w.name], w)
+		}
+	}
+	return ws
+}
+
+// internWatchSet returns the set with m's watches, shared with every
+// stream of the type that has the same ones.
+func internWatchSet(t *resource.Type, m map[watchKey]*watch) *watchSet {
+	sorted, sig, m := sortWatches(m)
+	key := internKey{t, sig}
+	for {
+		v, ok := internedSets.Load(key)
+		if ok {
+			if old := v.(weak.Pointer[watchSet]).Value(); old != nil {
+				return old
+			}
+			internedSets.CompareAndDelete(key, v)
+			continue
+		}
+		ws := makeWatchSet(sorted, sig, m)
+		wp := weak.Make(ws)
+		if _, loaded := internedSets.LoadOrStore(key, wp); loaded {
+			continue // another stream interned it first: use that one
+		}
+		runtime.AddCleanup(ws, func(struct{}) { internedSets.CompareAndDelete(key, wp) }, struct{}{})
+		return ws
+	}
+}
+
+type internKey struct {
+	typ *resource.Type
+	sig unique.Handle[string]
+}
+
+// watches returns the current subscriptions, as being edited if they are.
+func (ts *typeState) watches() map[watchKey]*watch {
+	if ts.edit != nil {
+		return ts.edit
+	}
+	return ts.ws.m
+}
+
+// editing starts (once per request) changing the subscriptions.
+func (ts *typeState) editing() map[watchKey]*watch {
+	if ts.edit == nil {
+		ts.edit = make(map[watchKey]*watch, len(ts.ws.m)+1)
+		for k, w := range ts.ws.m {
+			ts.edit[k] = w
+		}
+	}
+	return ts.edit
+}
+
+// commit ends a request's changes: the new set, interned.
+func (ts *typeState) commit() {
+	if ts.edit == nil {
+		return
+	}
+	ts.ws = internWatchSet(ts.typ, ts.edit)
+	ts.edit = nil
+}
+
+func (ts *typeState) sinceOf(w *watch) int64 {
+	return ts.dncSince[w.key()]
+}
+
+// heldSet is what a client holds of one type, by name. Streams in step
+// share one (see memo), so it is copy-on-write: a shared set is never
+// changed, only replaced.
+type heldSet struct {
+	m      map[string]*held
+	shared bool
+}
+
+// emptyHeld is every new type state's set, shared so that streams that
+// subscribe alike start in step.
+var emptyHeld = &heldSet{m: map[string]*held{}, shared: true}
+
+func (h *heldSet) get(n string) *held { return h.m[n] }
+func (h *heldSet) len() int           { return len(h.m) }
+
+// writable returns a set the caller may change: h itself, or a copy if h
+// is shared.
+func (h *heldSet) writable() *heldSet {
+	if !h.shared {
+		return h
+	}
+	m := make(map[string]*held, len(h.m)+1)
+	for k, v := range h.m {
+		m[k] = v
+	}
+	return &heldSet{m: m}
+}
+
+func (ts *typeState) setHeld(n string, h *held) {
+	ts.held = ts.held.writable()
+	ts.held.m[n] = h
+}
+
+func (ts *typeState) delHeld(n string) {
+	if _, ok := ts.held.m[n]; !ok {
+		return
+	}
+	ts.held = ts.held.writable()
+	delete(ts.held.m, n)
+}
+
+func (ts *typeState) markDirty(n string, at time.Time) {
+	if ts.dirty == nil {
+		ts.dirty = map[string]struct{}{}
+	}
+	ts.dirty[n] = struct{}{}
+	ts.touch(at)
+}
+
+func (ts *typeState) markAll(at time.Time) {
+	ts.dirtyAll = true
+	ts.touch(at)
+}
+
+// markRequested makes a request's answer due. It does not start the
+// apply-to-send clock: that measures changes of contents, not requests.
+func (ts *typeState) markRequested() { ts.dirtyAll = true }
+
+func (ts *typeState) touch(at time.Time) {
+	if ts.since.IsZero() || at.Before(ts.since) {
+		ts.since = at
+	}
+}
+
+func (ts *typeState) forceName(n string) {
+	if ts.force == nil {
+		ts.force = map[string]struct{}{}
+	}
+	ts.force[n] = struct{}{}
+}
+
+func (ts *typeState) forceWatch(w *watch) {
+	if ts.forceWatches == nil {
+		ts.forceWatches = map[watchKey]struct{}{}
+	}
+	ts.forceWatches[w.key()] = struct{}{}
+}
+
+func (ts *typeState) forced(w *watch, n string) bool {
+	if _, ok := ts.forceWatches[w.key()]; ok {
+		return true
+	}
+	_, ok := ts.force[n]
+	return ok
+}
+
+func (ts *typeState) busy() bool {
+	return ts.dirtyAll || len(ts.dirty) > 0 || len(ts.force) > 0 || len(ts.forceWatches) > 0 || ts.mustReply
+}
+
+// want is the desired state for a set of names: what the client should hold.
+type want struct {
+	byName map[string][]item
+	absent map[string]bool // explicitly watched names that do not exist → forced
+	// noMatch: TP2 watches of a name that has variants, none matching the
+	// watch's parameters (a relay's second parameter set). When another
+	// watch of the name is answered, the name is not absent, but these are
+	// still told: "no variant for these parameters" (computeDelta).
+	noMatch map[string][]noMatch
+	globs   map[string]bool // glob watches with no member → forced
+	order   []string
+	// pending: some watched name is not known yet (a cache miss a relay is
+	// still fetching): nothing may be said about it, and a response that
+	// would (a SotW full state, a wildcard's first answer) waits.
+	pending         bool
+	pendingWildcard bool
+	// pendingNames and pendingGlobs: which named and glob watches are
+	// pending. A name held by the client and pending now (a relay that
+	// let go of it and is fetching it again) is neither kept nor removed:
+	// nothing is said of it until the source answers.
+	pendingNames map[string]bool
+	pendingGlobs map[string]bool
+}
+
+// isPending reports whether n is subscribed but not known yet, by name,
+// through a pending glob, or through a pending wildcard.
+func (w *want) isPending(n string) bool {
+	if w.pendingNames[n] || w.pendingWildcard {
+		return true
+	}
+	if len(w.pendingGlobs) > 0 {
+		if g, ok := db.InGlob(n); ok && w.pendingGlobs[g] {
+			return true
+		}
+	}
+	return false
+}
+
+func mark(m *map[string]bool, n string) {
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	(*m)[n] = true
+}
+
+type noMatch struct {
+	params constraint.Params
+	forced bool
+}
+
+func (w *want) add(it item) {
+	if w.byName == nil {
+		w.byName = map[string][]item{}
+	}
+	list, seen := w.byName[it.name]
+	if !seen {
+		w.order = append(w.order, it.name)
+	}
+	for i, o := range list {
+		if o.v == it.v {
+			// The same variant through two watches: one item, the union
+			// of what the watches ask for.
+			list[i].tp2 = o.tp2 || it.tp2
+			list[i].wrap = o.wrap || it.wrap
+			list[i].ttl = o.ttl || it.ttl
+			list[i].forced = o.forced || it.forced
+			list[i].aliases = appendNew(o.aliases, it.aliases...)
+			return
+		}
+	}
+	w.byName[it.name] = append(list, it)
+}
+
+func appendNew(list []string, add ...string) []string {
+	for _, a := range add {
+		found := false
+		for _, l := range list {
+			if l == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+// desire computes what the client should hold: for every watch, or (when
+// only is non-nil) only for the names in only.
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool) *want {
+	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
+	typeURL := ts.typ.URL
+	add := func(v *resource.Variant, wt *watch, alias string) {
+		if honorDNC && v.DoNotCache && wt.kind == watchName && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
+			// A copy fetched for this subscription is on its way: until it
+			// comes, nothing is said of the name (a SotW full state waits).
+			// (A wildcard or glob cannot fetch one member afresh; its
+			// subscribers get the cached copy.)
+			w.pending = true
+			mark(&w.pendingNames, v.Name)
+			return
+		}
+		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll, ttl: ttl && v.TTL > 0}
+		if wrapAll {
+			// A SotW client that takes wrapped resources is sent the
+			// constraints too (docs/architecture.md §4.5).
+			it.tp2 = true
+		}
+		if alias != "" {
+			it.aliases = []string{alias}
+		}
+		it.forced = ts.forced(wt, it.name) || (alias != "" && ts.forced(wt, alias))
+		w.add(it)
+	}
+	covers := func(n string) bool {
+		if only == nil {
+			return true
+		}
+		_, ok := only[n]
+		return ok
+	}
+	// A change looks only at the watches that cover its names, in a fixed
+	// order, so identical streams compute identical responses.
+	watches := ts.ws.sorted
+	var onlyNames []string
+	if only != nil {
+		onlyNames = make([]string, 0, len(only))
+		for n := range only {
+			onlyNames = append(onlyNames, n)
+		}
+		sort.Strings(onlyNames)
+		watches = append([]*watch(nil), ts.ws.special...)
+		for _, n := range onlyNames {
+			watches = append(watches, ts.ws.byName[n]...)
+		}
+	}
+	// full says a wildcard or glob watch is looked at whole: on a full
+	// computation, or when its own name changed (a cache learned that the
+	// source answered it, possibly with nothing).
+	full := func(wt *watch) bool {
+		if only == nil {
+			return true
+		}
+		_, ok := only[wt.name]
+		return ok
+	}
+	for _, wt := range watches {
+		k := wt.kind
+		if k == watchVHDS && sotw {
+			// On-demand VHDS is delta only (docs/protocol.md §5.1): its answers
+			// need aliases, and a not-found one has no payload, which SotW
+			// cannot carry. SotW asks for virtual hosts by name.
+			k = watchName
+		}
+		switch k {
+		case watchWildcard:
+			if typeURL == resource.VirtualHostURL {
+				// On-demand VHDS: the wildcard (namespace) subscription's base
+				// set is empty; base virtual hosts come inline in the route
+				// configuration (README "On-demand VHDS").
+				continue
+			}
+			if !r.Known(typeURL, db.Wildcard, wt.params) {
+				w.pending, w.pendingWildcard = true, true
+				continue
+			}
+			if full(wt) {
+				r.All(typeURL, wt.params, func(v *resource.Variant) { add(v, wt, "") })
+				continue
+			}
+			for _, n := range onlyNames {
+				if v := r.Get(typeURL, n, wt.params); v != nil {
+					add(v, wt, "")
+				}
+			}
+		case watchGlob:
+			found := false
+			forced := ts.forced(wt, wt.name)
+			if full(wt) || forced {
+				r.GlobMembers(typeURL, wt.name, wt.params, func(v *resource.Variant) { add(v, wt, ""); found = true })
+				switch {
+				case found:
+				case r.Known(typeURL, wt.name, wt.params):
+					w.globs[wt.name] = forced
+				default:
+					w.pending = true
+					mark(&w.pendingGlobs, wt.name)
+				}
+				continue
+			}
+			for _, n := range onlyNames {
+				if g, ok := db.InGlob(n); ok && g == wt.name {
+					if v := r.Get(typeURL, n, wt.params); v != nil {
+						add(v, wt, "")
+					}
+				}
+			}
+		case watchVHDS:
+			if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil {
+				add(v, wt, wt.name)
+			} else if r.Known(typeURL, wt.name, wt.params) {
+				w.add(item{name: wt.name, aliases: []string{wt.name}, forced: ts.forced(wt, wt.name)})
+			} else {
+				w.pending = true
+			}
+		default:
+			if !covers(wt.name) && !ts.forced(wt, wt.name) {
+				continue
+			}
+			if v := r.Get(typeURL, wt.name, wt.params); v != nil {
+				add(v, wt, "")
+			} else if r.Known(typeURL, wt.name, wt.params) {
+				forced := ts.forced(wt, wt.name)
+				w.absent[wt.name] = w.absent[wt.name] || forced
+				if wt.tp2 {
+					if w.noMatch == nil {
+						w.noMatch = map[string][]noMatch{}
+					}
+					w.noMatch[wt.name] = append(w.noMatch[wt.name], noMatch{wt.params, forced})
+				}
+			} else {
+				w.pending = true
+				mark(&w.pendingNames, wt.name)
+			}
+		}
+	}
+	return w
+}
+
+// same reports whether the client already holds exactly it.
+func (h *held) has(it item) bool {
+	if h == nil {
+		return false
+	}
+	if it.v == nil {
+		return h.absent
+	}
+	for _, hv := range h.variants {
+		if hv.v == nil {
+			// Known from initial_resource_versions: the version alone
+			// identifies the content (a version is a store revision).
+			if hv.version == it.v.Version {
+				return true
+			}
+			continue
+		}
+		// Held with its constraints serves a plain want too (a client that
+		// drops a locator but keeps the plain name already has it).
+		if hv.ckey == it.v.Constraints.Key() && hv.version == it.v.Version && (hv.tp2 || !it.tp2) {
+			return true
+		}
+	}
+	return false
+}
+
+func heldFrom(items []item) *held {
+	h := &held{}
+	for _, it := range items {
+		if it.v == nil {
+			h.absent = true
+			continue
+		}
+		h.variants = append(h.variants, heldVariant{ckey: it.v.Constraints.Key(), version: it.v.Version, v: it.v, tp2: it.tp2})
+	}
+	return h
+}
+
+// version renders a SotW version_info: the db revision the response was
+// computed at. It grows with every change, so a client's ACKed version says
+// how current it is.
+func versionOf(rev int64) string { return strconv.FormatInt(rev, 10) }

@@ -1,0 +1,470 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// DefaultHistory is how many revisions of change history are kept for
+// watchers resuming from a revision; older ones get the whole state.
+const DefaultHistory = 10000
+
+var (
+	bucketMeta = []byte("meta")
+	bucketRes  = []byte("resources")
+	bucketLog  = []byte("log")
+	// bucketUser holds store.Batch.Meta: the writers' metadata, apart from
+	// the store's own in bucketMeta. Files made before it existed get it
+	// on open; the format is unchanged.
+	bucketUser = []byte("batchmeta")
+	keyRev     = []byte("rev")
+	keyCompact = []byte("compacted")
+	keyFormat  = []byte("format")
+)
+
+const format = 1
+
+// Options tune a Store.
+type Options struct {
+	// History is how many revisions of change history to keep
+	// (DefaultHistory when zero).
+	History int
+	// LockTimeout bounds the wait for another process holding the file
+	// (one second when zero).
+	LockTimeout time.Duration
+}
+
+// Store is a store.Store kept in a bbolt file.
+type Store struct {
+	db      *bbolt.DB
+	history int
+
+	mu     sync.Mutex // serializes Apply, guards rev and notify
+	rev    int64
+	notify store.Notifier
+	closed bool
+}
+
+// Open opens or creates the store file at path.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.History <= 0 {
+		opts.History = DefaultHistory
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = time.Second
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
+	if err != nil {
+		if errors.Is(err, bberrors.ErrTimeout) {
+			return nil, fmt.Errorf("store %s: in use by another process", path)
+		}
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	s := &Store{db: db, history: opts.History}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketRes); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketUser); err != nil {
+			return err
+		}
+		if f := meta.Get(keyFormat); f == nil {
+			return meta.Put(keyFormat, u64(format))
+		} else if binary.BigEndian.Uint64(f) != format {
+			return fmt.Errorf("unsupported store format %d (this xdsd reads %d)", binary.BigEndian.Uint64(f), format)
+		}
+		s.rev = int64(getU64(meta.Get(keyRev)))
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func u64(n uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, n)
+	return b
+}
+
+func getU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// resKey is type 0x00 name 0x00 constraints; names never hold NUL
+// (store.MakePlan rejects them).
+func resKey(k resource.Key) []byte {
+	b := make([]byte, 0, len(k.Type)+len(k.Name)+len(k.Constraints)+2)
+	b = append(b, k.Type...)
+	b = append(b, 0)
+	b = append(b, k.Name...)
+	b = append(b, 0)
+	return append(b, k.Constraints...)
+}
+
+func splitKey(b []byte) (resource.Key, error) {
+	parts := bytes.SplitN(b, []byte{0}, 3)
+	if len(parts) != 3 {
+		return resource.Key{}, fmt.Errorf("corrupt resource key %q", b)
+	}
+	return resource.Key{Type: string(parts[0]), Name: string(parts[1]), Constraints: string(parts[2])}, nil
+}
+
+// Record fields.
+const (
+	fVersion     = 1
+	fPayloadURL  = 2
+	fConstraints = 3
+	fBody        = 4
+	fDoNotCache  = 5
+	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
+)
+
+func encodeRecord(v *resource.Variant) ([]byte, error) {
+	var b []byte
+	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
+	b = protowire.AppendString(b, v.Version)
+	b = protowire.AppendTag(b, fPayloadURL, protowire.BytesType)
+	b = protowire.AppendString(b, v.PayloadURL)
+	if !v.Constraints.IsZero() {
+		c, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Constraints.Proto())
+		if err != nil {
+			return nil, err
+		}
+		b = protowire.AppendTag(b, fConstraints, protowire.BytesType)
+		b = protowire.AppendBytes(b, c)
+	}
+	if v.DoNotCache {
+		b = protowire.AppendTag(b, fDoNotCache, protowire.BytesType)
+		b = protowire.AppendBytes(b, []byte{1})
+	}
+	if v.TTL > 0 {
+		b = protowire.AppendTag(b, fTTL, protowire.BytesType)
+		b = protowire.AppendBytes(b, protowire.AppendVarint(nil, uint64(v.TTL)))
+	}
+	b = protowire.AppendTag(b, fBody, protowire.BytesType)
+	return protowire.AppendBytes(b, v.Body()), nil
+}
+
+func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
+	var (
+		version, payloadURL string
+		cons                constraint.Constraints
+		body                []byte
+		dnc                 bool
+		ttl                 time.Duration
+	)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil, fmt.Errorf("corrupt record for %s", k)
+		}
+		b = b[n:]
+		val, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, fmt.Errorf("corrupt record for %s", k)
+		}
+		b = b[n:]
+		switch num {
+		case fVersion:
+			version = string(val)
+		case fPayloadURL:
+			payloadURL = string(val)
+		case fConstraints:
+			var p discoveryv3.DynamicParameterConstraints
+			if err := proto.Unmarshal(val, &p); err != nil {
+				return nil, fmt.Errorf("record for %s: %w", k, err)
+			}
+			c, err := constraint.FromProto(&p)
+			if err != nil {
+				return nil, fmt.Errorf("record for %s: %w", k, err)
+			}
+			cons = c
+		case fBody:
+			body = val
+		case fDoNotCache:
+			dnc = len(val) == 1 && val[0] == 1
+		case fTTL:
+			d, n := protowire.ConsumeVarint(val)
+			if n != len(val) || d > math.MaxInt64 {
+				return nil, fmt.Errorf("corrupt TTL in the record for %s", k)
+			}
+			ttl = time.Duration(d)
+		}
+	}
+	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body)
+	v.DoNotCache = dnc
+	v.TTL = ttl
+	return v, nil
+}
+
+type txReader struct{ b *bbolt.Bucket }
+
+func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
+	prefix := resKey(resource.Key{Type: typeURL, Name: name})
+	var out []*resource.Variant
+	c := r.b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		key, err := splitKey(k)
+		if err != nil {
+			return nil, err
+		}
+		vr, err := decodeRecord(key, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vr)
+	}
+	return out, nil
+}
+
+func encodeKeys(keys []resource.Key) []byte {
+	var b []byte
+	for _, k := range keys {
+		b = protowire.AppendBytes(b, resKey(k))
+	}
+	return b
+}
+
+func decodeKeys(b []byte) ([]resource.Key, error) {
+	var out []resource.Key
+	for len(b) > 0 {
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, errors.New("corrupt log entry")
+		}
+		b = b[n:]
+		k, err := splitKey(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// errNoChange rolls back the transaction of a batch that changes nothing,
+// so that it costs no write to the file.
+var errNoChange = errors.New("no change")
+
+// Apply implements store.Store.
+func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Result{}, store.ErrClosed
+	}
+	rev := s.rev + 1
+	var p store.Plan
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		res := tx.Bucket(bucketRes)
+		var err error
+		if p, err = store.MakePlan(txReader{res}, b, rev); err != nil {
+			return err
+		}
+		metaChanged, err := putUserMeta(tx.Bucket(bucketUser), p.Meta)
+		if err != nil {
+			return err
+		}
+		if p.Empty() {
+			if !metaChanged {
+				return errNoChange
+			}
+			return nil
+		}
+		var keys []resource.Key
+		for _, k := range p.Deletes {
+			if err := res.Delete(resKey(k)); err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		for _, v := range p.Puts {
+			rec, err := encodeRecord(v)
+			if err != nil {
+				return err
+			}
+			if err := res.Put(resKey(v.Key()), rec); err != nil {
+				return err
+			}
+			keys = append(keys, v.Key())
+		}
+		lg := tx.Bucket(bucketLog)
+		if err := lg.Put(u64(uint64(rev)), encodeKeys(keys)); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if drop := rev - int64(s.history); drop > 0 {
+			// Trim history older than the window, a little at a time so no
+			// apply pays for a long backlog.
+			c := lg.Cursor()
+			for k, _ := c.First(); k != nil && int64(getU64(k)) <= drop; k, _ = c.First() {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
+			if err := meta.Put(keyCompact, u64(uint64(drop))); err != nil {
+				return err
+			}
+		}
+		return meta.Put(keyRev, u64(uint64(rev)))
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		return store.Result{}, err
+	}
+	if p.Empty() {
+		return store.Result{Rev: s.rev}, nil
+	}
+	s.rev = rev
+	s.notify.Wake()
+	return p.Result(rev), nil
+}
+
+// putUserMeta writes a plan's metadata and reports whether any of it
+// differed from what was stored.
+func putUserMeta(b *bbolt.Bucket, m map[string][]byte) (bool, error) {
+	changed := false
+	for k, v := range m {
+		old := b.Get([]byte(k))
+		if v == nil && old == nil || v != nil && old != nil && bytes.Equal(v, old) {
+			continue
+		}
+		changed = true
+		var err error
+		if v == nil {
+			err = b.Delete([]byte(k))
+		} else {
+			err = b.Put([]byte(k), v)
+		}
+		if err != nil {
+			return false, fmt.Errorf("metadata key %.64q: %w", k, err)
+		}
+	}
+	return changed, nil
+}
+
+// Changes implements store.Store.
+func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return store.ChangeSet{}, store.ErrClosed
+	}
+	var cs store.ChangeSet
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		meta, res, lg := tx.Bucket(bucketMeta), tx.Bucket(bucketRes), tx.Bucket(bucketLog)
+		rev := int64(getU64(meta.Get(keyRev)))
+		compacted := int64(getU64(meta.Get(keyCompact)))
+		if since < 0 || since < compacted || since > rev {
+			cs = store.ChangeSet{Rev: rev, Reset: true}
+			return res.ForEach(func(k, v []byte) error {
+				key, err := splitKey(k)
+				if err != nil {
+					return err
+				}
+				vr, err := decodeRecord(key, v)
+				if err != nil {
+					return err
+				}
+				cs.Puts = append(cs.Puts, vr)
+				return nil
+			})
+		}
+		var keys []resource.Key
+		c := lg.Cursor()
+		for k, v := c.Seek(u64(uint64(since + 1))); k != nil; k, v = c.Next() {
+			ks, err := decodeKeys(v)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, ks...)
+		}
+		var err error
+		cs, err = store.Coalesce(rev, keys, func(k resource.Key) (*resource.Variant, error) {
+			v := res.Get(resKey(k))
+			if v == nil {
+				return nil, nil
+			}
+			return decodeRecord(k, v)
+		})
+		return err
+	})
+	return cs, err
+}
+
+// Meta implements store.Store.
+func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, store.ErrClosed
+	}
+	var v []byte
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		// bbolt's bytes live only as long as the transaction.
+		if b := tx.Bucket(bucketUser).Get([]byte(key)); len(b) > 0 {
+			v = bytes.Clone(b)
+		}
+		return nil
+	})
+	return v, err
+}
+
+// Updated implements store.Store.
+func (s *Store) Updated() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notify.C()
+}
+
+// Rev implements store.Store.
+func (s *Store) Rev() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.notify.Wake()
+	return s.db.Close()
+}

@@ -1,0 +1,248 @@
+package bolt_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/resource"
+)
+
+const crashChildEnv = "XDSD_BOLT_CRASH_CHILD"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(crashChildEnv); path != "" {
+		crashChild(path)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func open(t *testing.T, path string) *bolt.Store {
+	t.Helper()
+	s, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "xdsd.db"))
+	})
+}
+
+func TestReopenLosesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	ctx := context.Background()
+	for i := range 5 {
+		c := storetest.Cluster(fmt.Sprintf("c%d", i), "", "x")
+		c.TTL = time.Duration(i+1) * time.Second // TTLs and do_not_cache are stored too
+		c.DoNotCache = i%2 == 0
+		b := store.Batch{Puts: []*resource.Variant{
+			storetest.Route("r", "env=prod", strconv.Itoa(i)),
+			storetest.Route("r", "env=test", "t"),
+			c,
+		}, Meta: map[string][]byte{"last": []byte(strconv.Itoa(i)), fmt.Sprintf("k%d", i): []byte("x")}}
+		if _, err := s.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Metadata alone is durable too, though it makes no revision.
+	if _, err := s.Apply(ctx, store.Batch{Meta: map[string][]byte{"alone": []byte("y"), "k0": nil}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Changes(ctx, store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	if s.Rev() != 5 {
+		t.Fatalf("reopened at rev %d, want 5", s.Rev())
+	}
+	for k, want := range map[string]string{"last": "4", "k0": "", "k4": "x", "alone": "y"} {
+		if v, err := s.Meta(ctx, k); err != nil || string(v) != want {
+			t.Errorf("metadata %s after reopen: %q %v, want %q", k, v, err, want)
+		}
+	}
+	after, err := s.Changes(ctx, store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Puts) != len(before.Puts) || len(after.Puts) != 7 {
+		t.Fatalf("reopened with %d variants, had %d", len(after.Puts), len(before.Puts))
+	}
+	for i := range before.Puts {
+		b, a := before.Puts[i], after.Puts[i]
+		if a.Key() != b.Key() || a.Version != b.Version || !a.SameContent(b) {
+			t.Errorf("variant %d: %v@%s became %v@%s", i, b.Key(), b.Version, a.Key(), a.Version)
+		}
+	}
+	ttls := 0
+	for _, v := range after.Puts {
+		if v.TTL > 0 {
+			ttls++
+		}
+	}
+	if ttls != 5 {
+		t.Errorf("%d variants kept their TTL, want 5", ttls)
+	}
+	// History survives too: a watcher resumes from revision 3.
+	cs, err := s.Changes(ctx, 3)
+	if err != nil || cs.Reset || len(cs.Puts) != 3 {
+		t.Fatalf("resume after reopen: %+v %v", cs, err)
+	}
+}
+
+func TestHistoryWindow(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{History: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", strconv.Itoa(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cs, err := s.Changes(ctx, 1); err != nil || !cs.Reset {
+		t.Fatalf("from a trimmed revision: %+v %v", cs, err)
+	}
+	if cs, err := s.Changes(ctx, 4); err != nil || cs.Reset || len(cs.Puts) != 1 {
+		t.Fatalf("within the window: %+v %v", cs, err)
+	}
+}
+
+func TestFileInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	defer s.Close()
+	_, err := bolt.Open(path, bolt.Options{LockTimeout: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second open: %v", err)
+	}
+}
+
+const perBatch = 5
+
+// crashChild applies batches of perBatch variants forever, printing
+// "ack N" after batch N is acknowledged, until it is killed.
+func crashChild(path string) {
+	s, err := bolt.Open(path, bolt.Options{History: 50})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	for n := s.Rev() + 1; ; n++ {
+		var b store.Batch
+		for j := range perBatch {
+			b.Puts = append(b.Puts, storetest.Cluster(fmt.Sprintf("b%d-%d", n, j), "", strconv.FormatInt(n, 10)))
+		}
+		// Also rewrite a shared resource, so batches overlap in content,
+		// and metadata that must always name the last batch.
+		b.Puts = append(b.Puts, storetest.Route("shared", "", strconv.FormatInt(n, 10)))
+		b.Meta = map[string][]byte{"last": []byte(strconv.FormatInt(n, 10))}
+		r, err := s.Apply(context.Background(), b)
+		if err != nil {
+			fmt.Fprintln(w, "error", err)
+			w.Flush()
+			os.Exit(2)
+		}
+		fmt.Fprintf(w, "ack %d\n", r.Rev)
+		w.Flush()
+	}
+}
+
+// A writer killed with SIGKILL at arbitrary points: on reopen, every batch it
+// was told had succeeded is there, and no batch is there in part, its
+// metadata included.
+func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	var acked int64
+	for round, killAfter := range []int{7, 1, 23, 12} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		seen := 0
+		for sc.Scan() {
+			line := sc.Text()
+			rev, ok := strings.CutPrefix(line, "ack ")
+			if !ok {
+				t.Fatalf("round %d: child said %q", round, line)
+			}
+			acked, _ = strconv.ParseInt(rev, 10, 64)
+			if seen++; seen == killAfter {
+				break
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+
+		s := open(t, path)
+		cs, err := s.Changes(context.Background(), store.FromStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := s.Rev()
+		last, err := s.Meta(context.Background(), "last")
+		s.Close()
+		if err != nil || string(last) != strconv.FormatInt(rev, 10) {
+			t.Errorf("round %d: at rev %d the metadata names batch %q (%v)", round, rev, last, err)
+		}
+		if rev < acked {
+			t.Fatalf("round %d: store at rev %d but batch %d was acknowledged", round, rev, acked)
+		}
+		batches := map[string]int{}
+		var shared string
+		for _, v := range cs.Puts {
+			if v.Name == "shared" {
+				shared = v.Version
+				continue
+			}
+			n, _, _ := strings.Cut(strings.TrimPrefix(v.Name, "b"), "-")
+			if v.Version != n {
+				t.Errorf("round %d: %s has version %s", round, v.Name, v.Version)
+			}
+			batches[n]++
+		}
+		for n := int64(1); n <= rev; n++ {
+			if c := batches[strconv.FormatInt(n, 10)]; c != perBatch {
+				t.Errorf("round %d: batch %d has %d of %d variants", round, n, c, perBatch)
+			}
+		}
+		if len(batches) != int(rev) || shared != strconv.FormatInt(rev, 10) {
+			t.Errorf("round %d: %d batches and shared@%s at rev %d", round, len(batches), shared, rev)
+		}
+		t.Logf("round %d: killed after ack %d; reopened at rev %d", round, acked, rev)
+	}
+}

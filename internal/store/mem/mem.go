@@ -1,0 +1,181 @@
+package mem
+
+import (
+	"bytes"
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// DefaultHistory is how many revisions of change history a Store keeps for
+// watchers that resume from a revision.
+const DefaultHistory = 100000
+
+// Store is an in-memory store. The zero value is not usable; call New.
+type Store struct {
+	mu        sync.Mutex
+	rev       int64
+	data      map[[2]string]map[string]*resource.Variant // (type, name) → constraint key → variant
+	meta      map[string][]byte
+	log       []entry
+	compacted int64 // the log holds every revision after this one
+	history   int
+	notify    store.Notifier
+	closed    bool
+}
+
+type entry struct {
+	rev  int64
+	keys []resource.Key
+}
+
+// New returns an empty store keeping DefaultHistory revisions of history.
+func New() *Store { return NewWithHistory(DefaultHistory) }
+
+// NewWithHistory returns an empty store keeping n revisions of history.
+func NewWithHistory(n int) *Store {
+	if n < 1 {
+		n = 1
+	}
+	return &Store{data: map[[2]string]map[string]*resource.Variant{}, meta: map[string][]byte{}, history: n}
+}
+
+type reader struct{ s *Store }
+
+func (r reader) Variants(typeURL, name string) ([]*resource.Variant, error) {
+	m := r.s.data[[2]string{typeURL, name}]
+	out := make([]*resource.Variant, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Constraints.Key() < out[j].Constraints.Key() })
+	return out, nil
+}
+
+// Apply implements store.Store.
+func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Result{}, store.ErrClosed
+	}
+	p, err := store.MakePlan(reader{s}, b, s.rev+1)
+	if err != nil {
+		return store.Result{}, err
+	}
+	for k, v := range p.Meta { // the plan's own copies
+		if v == nil {
+			delete(s.meta, k)
+		} else {
+			s.meta[k] = v
+		}
+	}
+	if p.Empty() {
+		return store.Result{Rev: s.rev}, nil
+	}
+	s.rev++
+	e := entry{rev: s.rev}
+	for _, k := range p.Deletes {
+		g := [2]string{k.Type, k.Name}
+		delete(s.data[g], k.Constraints)
+		if len(s.data[g]) == 0 {
+			delete(s.data, g)
+		}
+		e.keys = append(e.keys, k)
+	}
+	for _, v := range p.Puts {
+		k := v.Key()
+		g := [2]string{k.Type, k.Name}
+		if s.data[g] == nil {
+			s.data[g] = map[string]*resource.Variant{}
+		}
+		s.data[g][k.Constraints] = v
+		e.keys = append(e.keys, k)
+	}
+	s.log = append(s.log, e)
+	if len(s.log) > s.history {
+		drop := len(s.log) - s.history
+		s.compacted = s.log[drop-1].rev
+		s.log = append([]entry(nil), s.log[drop:]...)
+	}
+	s.notify.Wake()
+	return p.Result(s.rev), nil
+}
+
+// Changes implements store.Store.
+func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ChangeSet{}, store.ErrClosed
+	}
+	if since < 0 || since < s.compacted || since > s.rev {
+		cs := store.ChangeSet{Rev: s.rev, Reset: true}
+		for _, m := range s.data {
+			for _, v := range m {
+				cs.Puts = append(cs.Puts, v)
+			}
+		}
+		sort.Slice(cs.Puts, func(i, j int) bool { return less(cs.Puts[i].Key(), cs.Puts[j].Key()) })
+		return cs, nil
+	}
+	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev > since })
+	var keys []resource.Key
+	for _, e := range s.log[i:] {
+		keys = append(keys, e.keys...)
+	}
+	return store.Coalesce(s.rev, keys, func(k resource.Key) (*resource.Variant, error) {
+		return s.data[[2]string{k.Type, k.Name}][k.Constraints], nil
+	})
+}
+
+func less(a, b resource.Key) bool {
+	if a.Type != b.Type {
+		return a.Type < b.Type
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.Constraints < b.Constraints
+}
+
+// Updated implements store.Store.
+func (s *Store) Updated() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notify.C()
+}
+
+// Rev implements store.Store.
+func (s *Store) Rev() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Meta implements store.Store.
+func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	return bytes.Clone(s.meta[key]), nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.notify.Wake()
+	}
+	return nil
+}

@@ -1,0 +1,389 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Store is the authoritative store.
+type Store interface {
+	// Apply applies a batch atomically: all of it lands in one new revision,
+	// or none of it does. A batch that changes nothing (re-applying equal
+	// content) creates no revision and returns the current one.
+	Apply(ctx context.Context, b Batch) (Result, error)
+	// Changes returns, without blocking, every change after revision since,
+	// coalesced: each changed variant once, with its current content. When
+	// since is negative (FromStart), older than the retained history, or
+	// newer than the store (a store replaced under its reader), the result
+	// is a Reset holding the whole state.
+	Changes(ctx context.Context, since int64) (ChangeSet, error)
+	// Updated returns a channel that is closed when a revision newer than
+	// the current one commits. Take it before calling Changes, so that no
+	// wake-up is lost.
+	Updated() <-chan struct{}
+	// Rev is the current revision.
+	Rev() int64
+	// Meta returns the value of a metadata key (see Batch.Meta), or nil
+	// when the key is not set.
+	Meta(ctx context.Context, key string) ([]byte, error)
+	// Close releases the store. Acknowledged batches are durable.
+	Close() error
+}
+
+// Batch is one atomic change. The variants Put for a (type, name) replace
+// all of that resource's stored variants: that is how a variant set changes
+// atomically (docs/architecture.md §4.2).
+type Batch struct {
+	Puts    []*resource.Variant
+	Deletes []Delete
+	// Meta sets metadata keys in the same transaction as the puts and
+	// deletes, so that what a writer records about its batches (what a
+	// watched directory defined, for server.DirWatcher) can never disagree
+	// with what the store holds. A nil or empty value deletes the key.
+	// Metadata is not versioned: it makes no revision and wakes no
+	// watcher, so a batch that changes only metadata returns the current
+	// revision, unchanged.
+	Meta map[string][]byte
+}
+
+// MaxMetaKey is the longest metadata key, in bytes, that a batch may set.
+const MaxMetaKey = 8 << 10
+
+// Delete removes one variant of a resource, or all of them.
+type Delete struct {
+	Type string // type URL
+	Name string // canonical name
+	// All deletes every variant; otherwise only the one whose constraint key
+	// is Constraints ("" being the unconstrained variant).
+	All         bool
+	Constraints string
+}
+
+func (d Delete) String() string {
+	if d.All {
+		return fmt.Sprintf("%s %s", d.Type, d.Name)
+	}
+	return resource.Key{Type: d.Type, Name: d.Name, Constraints: d.Constraints}.String()
+}
+
+// Result says what an Apply changed.
+type Result struct {
+	Rev     int64
+	Puts    []resource.Key // variants created or changed
+	Deletes []resource.Key // variants removed
+}
+
+// Changed reports whether the apply made a new revision.
+func (r Result) Changed() bool { return len(r.Puts)+len(r.Deletes) > 0 }
+
+// ChangeSet is a coalesced set of changes up to revision Rev.
+type ChangeSet struct {
+	Rev int64
+	// Reset means Puts is the whole state at Rev: anything else the reader
+	// holds is gone.
+	Reset   bool
+	Puts    []*resource.Variant
+	Deletes []resource.Key
+}
+
+// Empty reports whether the change set carries nothing.
+func (c ChangeSet) Empty() bool { return !c.Reset && len(c.Puts) == 0 && len(c.Deletes) == 0 }
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("store: closed")
+
+// Version formats the version of a variant changed at revision rev: the
+// revision itself for an unconstrained variant, and the revision with a
+// short hash of the constraints for a TP2 variant ("7-1f0c9a2e"). Variants
+// of one resource changed in one batch share the revision, so the hash is
+// what lets a version name one of them: a reconnecting delta client lists
+// a single version per name in initial_resource_versions (docs/protocol.md
+// §2.9), and the server must tell which variant the client holds. The
+// version is a function of the revision and constraints only, so replicas
+// sharing a store agree on it.
+func Version(rev int64, constraintsKey string) string {
+	v := strconv.FormatInt(rev, 10)
+	if constraintsKey == "" {
+		return v
+	}
+	h := fnv.New32a()
+	h.Write([]byte(constraintsKey))
+	return fmt.Sprintf("%s-%08x", v, h.Sum32())
+}
+
+// Watcher follows a store's changes from a revision. It never queues:
+// each Next returns everything since the previous one, coalesced, so a slow
+// reader skips intermediate states instead of falling behind.
+type Watcher struct {
+	s   Store
+	rev int64
+}
+
+// FromStart asks Changes and Watch for the whole state.
+const FromStart = -1
+
+// Watch returns a watcher that will report changes after revision from.
+// With FromStart the first Next returns the whole state at once, even when
+// it is empty.
+func Watch(s Store, from int64) *Watcher { return &Watcher{s: s, rev: from} }
+
+// Next blocks until there are changes after the last revision returned, and
+// returns them.
+func (w *Watcher) Next(ctx context.Context) (ChangeSet, error) {
+	for {
+		ch := w.s.Updated()
+		cs, err := w.s.Changes(ctx, w.rev)
+		if err != nil {
+			return ChangeSet{}, err
+		}
+		if !cs.Empty() {
+			w.rev = cs.Rev
+			return cs, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ChangeSet{}, ctx.Err()
+		}
+	}
+}
+
+// Rev is the revision of the last change set returned.
+func (w *Watcher) Rev() int64 { return w.rev }
+
+// Reader is what planning needs from a backend's transaction.
+type Reader interface {
+	// Variants returns the stored variants of one resource.
+	Variants(typeURL, name string) ([]*resource.Variant, error)
+}
+
+// Plan is the change a batch makes to the current state. Computing it is
+// shared by every backend, so they all mean the same by a batch.
+type Plan struct {
+	Puts    []*resource.Variant // new or changed variants, stamped with the new revision
+	Deletes []resource.Key
+	// Meta is the batch's metadata, copied from the caller's: a nil value
+	// deletes its key. It is written with the resources whether or not
+	// they change, and does not count towards Empty.
+	Meta map[string][]byte
+}
+
+// Empty reports whether the batch changes no resource, so makes no
+// revision.
+func (p Plan) Empty() bool { return len(p.Puts)+len(p.Deletes) == 0 }
+
+// Result describes the plan as applied at rev.
+func (p Plan) Result(rev int64) Result {
+	r := Result{Rev: rev}
+	for _, v := range p.Puts {
+		r.Puts = append(r.Puts, v.Key())
+	}
+	r.Deletes = append(r.Deletes, p.Deletes...)
+	return r
+}
+
+// BatchError lists every reason a batch was rejected. errors.As finds the
+// constraint.OverlapError or KeySetError behind a TP2 violation.
+type BatchError struct{ Problems []error }
+
+func (e *BatchError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Error()
+	}
+	if len(msgs) == 1 {
+		return "batch rejected: " + msgs[0]
+	}
+	return "batch rejected:\n  " + strings.Join(msgs, "\n  ")
+}
+
+// Unwrap returns the problems.
+func (e *BatchError) Unwrap() []error { return e.Problems }
+
+// MakePlan computes what batch b changes given the current state r; new or
+// changed variants get version rev. It rejects, with every problem listed, a
+// batch that names a variant twice, both puts and deletes one resource, or
+// leaves a resource whose variants violate TP2's rules, or sets a metadata
+// key that is empty or longer than MaxMetaKey.
+func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
+	type group struct{ typ, name string }
+	var (
+		p        Plan
+		problems []error
+		order    []group
+		puts     = map[group][]*resource.Variant{}
+		seen     = map[resource.Key]bool{}
+	)
+	for k, v := range b.Meta {
+		if k == "" || len(k) > MaxMetaKey {
+			problems = append(problems, fmt.Errorf("metadata key of %d bytes (want 1 to %d)", len(k), MaxMetaKey))
+			continue
+		}
+		if p.Meta == nil {
+			p.Meta = make(map[string][]byte, len(b.Meta))
+		}
+		if len(v) == 0 {
+			p.Meta[k] = nil
+		} else {
+			p.Meta[k] = bytes.Clone(v)
+		}
+	}
+	for _, v := range b.Puts {
+		if v == nil || v.Type == nil || v.Name == "" {
+			problems = append(problems, errors.New("a variant without type or name"))
+			continue
+		}
+		if strings.IndexByte(v.Name, 0) >= 0 {
+			problems = append(problems, fmt.Errorf("name %q holds a NUL byte", v.Name))
+			continue
+		}
+		k := v.Key()
+		if seen[k] {
+			problems = append(problems, fmt.Errorf("%s is given twice", k))
+			continue
+		}
+		seen[k] = true
+		g := group{k.Type, k.Name}
+		if _, ok := puts[g]; !ok {
+			order = append(order, g)
+		}
+		puts[g] = append(puts[g], v)
+	}
+	final := map[group][]*resource.Variant{}
+	for _, g := range order {
+		old, err := r.Variants(g.typ, g.name)
+		if err != nil {
+			return Plan{}, err
+		}
+		oldBy := map[string]*resource.Variant{}
+		for _, o := range old {
+			oldBy[o.Constraints.Key()] = o
+		}
+		var next []*resource.Variant
+		for _, v := range puts[g] {
+			ck := v.Constraints.Key()
+			if o, ok := oldBy[ck]; ok && o.SameContent(v) {
+				next = append(next, o) // unchanged: keeps its version
+				delete(oldBy, ck)
+				continue
+			}
+			delete(oldBy, ck)
+			nv := v.WithVersion(Version(rev, ck))
+			next = append(next, nv)
+			p.Puts = append(p.Puts, nv)
+		}
+		for _, o := range sortedVariants(oldBy) {
+			p.Deletes = append(p.Deletes, o.Key())
+		}
+		final[g] = next
+	}
+	deleted := map[resource.Key]bool{}
+	for _, d := range b.Deletes {
+		g := group{d.Type, d.Name}
+		if _, ok := puts[g]; ok {
+			problems = append(problems, fmt.Errorf("%s %s is both put and deleted", d.Type, d.Name))
+			continue
+		}
+		old, ok := final[g]
+		if !ok {
+			var err error
+			if old, err = r.Variants(d.Type, d.Name); err != nil {
+				return Plan{}, err
+			}
+		}
+		var keep []*resource.Variant
+		for _, o := range old {
+			k := o.Key()
+			if (d.All || k.Constraints == d.Constraints) && !deleted[k] {
+				deleted[k] = true
+				p.Deletes = append(p.Deletes, k)
+				continue
+			}
+			keep = append(keep, o)
+		}
+		final[g] = keep
+	}
+	for g, vs := range final {
+		if len(vs) < 2 {
+			continue
+		}
+		cv := make([]constraint.Variant, len(vs))
+		for i, v := range vs {
+			id := v.Constraints.String()
+			if id == "" {
+				id = "(unconstrained)"
+			}
+			cv[i] = constraint.Variant{ID: strconv.Quote(id), Constraints: v.Constraints}
+		}
+		if err := constraint.ValidateVariants(cv); err != nil {
+			problems = append(problems, fmt.Errorf("%s %s: %w", resource.ForURL(g.typ).Name, g.name, err))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Slice(problems, func(i, j int) bool { return problems[i].Error() < problems[j].Error() })
+		return Plan{}, &BatchError{Problems: problems}
+	}
+	return p, nil
+}
+
+func sortedVariants(m map[string]*resource.Variant) []*resource.Variant {
+	out := make([]*resource.Variant, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Constraints.Key() < out[j].Constraints.Key() })
+	return out
+}
+
+// Notifier wakes watchers: Updated hands out the current channel; a commit
+// closes it and makes a new one. Guard it with the backend's lock.
+type Notifier struct{ ch chan struct{} }
+
+// C returns the channel the next Wake closes.
+func (n *Notifier) C() <-chan struct{} {
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+// Wake closes the current channel.
+func (n *Notifier) Wake() {
+	if n.ch != nil {
+		close(n.ch)
+	}
+	n.ch = make(chan struct{})
+}
+
+// Coalesce builds the change set for the keys changed after some revision
+// (in commit order, possibly repeated): each key once, as a put of its
+// current variant or a delete. get returns the current variant, or nil.
+func Coalesce(rev int64, keys []resource.Key, get func(resource.Key) (*resource.Variant, error)) (ChangeSet, error) {
+	cs := ChangeSet{Rev: rev}
+	seen := make(map[resource.Key]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		v, err := get(k)
+		if err != nil {
+			return ChangeSet{}, err
+		}
+		if v != nil {
+			cs.Puts = append(cs.Puts, v)
+		} else {
+			cs.Deletes = append(cs.Deletes, k)
+		}
+	}
+	return cs, nil
+}
