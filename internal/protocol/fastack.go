@@ -114,7 +114,7 @@ func (s *stream) handlePlainAck(a plainAck) bool {
 		return false
 	}
 	s.requests++
-	s.ackOrNack(ts, ts.nonce, string(a.version), "", false, time.Now())
+	s.ackOrNack(ts, ts.nonce, ts.sentVersion, string(a.version), "", false, time.Now())
 	return true
 }
 
@@ -171,7 +171,7 @@ func (s *stream) handlePlainDeltaAck(typeURL, nonce []byte) bool {
 	s.requests++
 	for _, r := range ts.recent {
 		if r.nonce == string(nonce) {
-			s.ackOrNack(ts, r.nonce, r.version, "", false, time.Now())
+			s.ackOrNack(ts, r.nonce, r.version, r.version, "", false, time.Now())
 			return true
 		}
 	}

@@ -307,6 +307,21 @@ type TypeStatus struct {
 	AckedAt       *time.Time     `json:"acked_at,omitempty"`
 	LastNack      *Nack          `json:"last_nack,omitempty"`
 	Nacks         int            `json:"nacks"`
+	// Held is what the stream holds (delta) or was last sent (SotW), by
+	// name: which variant of each resource the client got.
+	Held []Held `json:"held"`
+}
+
+// Held is one variant a stream holds, or a name it was told does not
+// exist.
+type Held struct {
+	Name        string `json:"name"`
+	Constraints string `json:"constraints,omitempty"` // text syntax
+	Version     string `json:"version,omitempty"`
+	Absent      bool   `json:"absent,omitempty"` // told it does not exist
+	// Variant is the variant itself, when the stream has it (not one it
+	// only declared on reconnection).
+	Variant *resource.Variant `json:"-"`
 }
 
 // Subscription is one subscribed name with its dynamic parameters.
@@ -351,9 +366,26 @@ func (st *stream) status() Client {
 		for _, w := range ts.ws.sorted {
 			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.name, Params: w.params, Locator: w.tp2})
 		}
-		for _, h := range ts.held.m {
+		t.Held = []Held{}
+		for n, h := range ts.held.m {
 			t.Resources += len(h.variants)
+			if h.absent && len(h.variants) == 0 {
+				t.Held = append(t.Held, Held{Name: n, Absent: true})
+			}
+			for _, hv := range h.variants {
+				out := Held{Name: n, Version: hv.version, Variant: hv.v}
+				if hv.v != nil {
+					out.Constraints = hv.v.Constraints.String()
+				}
+				t.Held = append(t.Held, out)
+			}
 		}
+		sort.Slice(t.Held, func(i, j int) bool {
+			if t.Held[i].Name != t.Held[j].Name {
+				return t.Held[i].Name < t.Held[j].Name
+			}
+			return t.Held[i].Constraints < t.Held[j].Constraints
+		})
 		c.Types = append(c.Types, t)
 	}
 	sort.Slice(c.Types, func(i, j int) bool { return c.Types[i].Type < c.Types[j].Type })

@@ -82,10 +82,13 @@ type heldVariant struct {
 
 // Nack is the last NACK a client sent for a type.
 type Nack struct {
-	Nonce   string    `json:"nonce"`
-	Version string    `json:"version"`
-	Error   string    `json:"error"`
-	At      time.Time `json:"at"`
+	Nonce string `json:"nonce"`
+	// Version is the rejected version: the one sent with Nonce.
+	Version string `json:"version"`
+	// LastGood is the version the client still holds (its last ACK).
+	LastGood string    `json:"last_good_version,omitempty"`
+	Error    string    `json:"error"`
+	At       time.Time `json:"at"`
 }
 
 // typeState is a stream's state for one resource type.

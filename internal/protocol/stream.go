@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -346,7 +347,7 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 			ts.counters(s.srv.metrics).stale.Inc()
 			return nil
 		}
-		s.ackOrNack(ts, n, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
+		s.ackOrNack(ts, n, ts.sentVersion, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
 	}
 
 	// Most requests are ACKs repeating the previous list: nothing changes.
@@ -440,19 +441,50 @@ func requestDigest(req *discoveryv3.DiscoveryRequest) [2]uint64 {
 	return out
 }
 
-func (s *stream) ackOrNack(ts *typeState, nonce, version, msg string, nack bool, now time.Time) {
+// ackOrNack records the client's answer to the response sent with nonce,
+// which carried version sent; claimed is the version the request names.
+func (s *stream) ackOrNack(ts *typeState, nonce, sent, claimed, msg string, nack bool, now time.Time) {
 	if nack {
-		// §1.3/§2.1: a NACK is told by error_detail. It is recorded, and
-		// nothing is re-sent: the rejected version stays what the client
-		// was sent, so only a newer change goes out.
-		ts.nack = &Nack{Nonce: nonce, Version: version, Error: msg, At: now}
+		// §1.3/§2.1: a NACK is told by error_detail; its version_info is
+		// the last version the client accepted, so the rejected one is
+		// what this stream sent with the nonce. It is recorded, and
+		// nothing is re-sent: only a newer change goes out.
+		ts.nack = &Nack{Nonce: nonce, Version: sent, LastGood: claimed, Error: truncate(msg, maxLoggedText), At: now}
+		if claimed == sent {
+			ts.nack.LastGood = ts.ackVersion
+		}
 		ts.nacks++
 		ts.counters(s.srv.metrics).nacks.Inc()
-		s.srv.log.Warn("NACK", "stream", s.id, "node", s.node.GetId(), "type", ts.typ.Name, "nonce", nonce, "error", msg)
+		s.srv.log.Warn("NACK", "stream", s.id, "node", s.node.GetId(), "type", ts.typ.Name, "nonce", nonce,
+			"rejected_version", sent, "error", truncate(msg, maxLoggedText))
 		return
 	}
-	ts.ackVersion, ts.ackNonce, ts.ackAt = version, nonce, now
+	if claimed != sent {
+		// §1.2: an ACK carries the version it accepts, which is the one
+		// sent with its nonce. A request naming another version accepts
+		// nothing this stream sent: it is not recorded as an ACK.
+		ts.counters(s.srv.metrics).stale.Inc()
+		return
+	}
+	ts.ackVersion, ts.ackNonce, ts.ackAt = sent, nonce, now
 	ts.counters(s.srv.metrics).acks.Inc()
+}
+
+// maxLoggedText bounds client-supplied text (NACK details) in logs and
+// statuses, so that a client cannot flood them.
+const maxLoggedText = 1024
+
+// truncate cuts s to at most n bytes, on a rune boundary, saying how much
+// was cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }
 
 // declare records what a reconnecting delta client says it holds (§2.9).
@@ -499,7 +531,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if n := req.GetResponseNonce(); n != "" {
 		for _, r := range ts.recent {
 			if r.nonce == n {
-				s.ackOrNack(ts, n, r.version, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
+				s.ackOrNack(ts, n, r.version, r.version, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, now)
 				break
 			}
 		}
