@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	xdsdBin = filepath.Join(dir, "xdsd")
-	build := exec.Command("go", "build", "-o", xdsdBin, "github.com/xdsd/xdsd/cmd/xdsd")
+	// -buildvcs=auto: stamp the VCS revision (xdsd version) even where
+	// GOFLAGS turns stamping off.
+	build := exec.Command("go", "build", "-buildvcs=auto", "-o", xdsdBin, "github.com/xdsd/xdsd/cmd/xdsd")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building xdsd:", err)

@@ -13,7 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/xdsd/xdsd/internal/protocol"
 )
@@ -21,15 +24,16 @@ import (
 // daemonFlags are the flags of the long-running commands (serve, relay):
 // where they listen and what one downstream stream may do.
 type daemonFlags struct {
-	xdsAddr, adminAddr, logLevel string
-	maxSubs, maxMsg, burst       int
-	rate                         float64
+	xdsAddr, adminAddr, logLevel, logFormat string
+	maxSubs, maxMsg, burst                  int
+	rate                                    float64
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.StringVar(&f.xdsAddr, "xds-addr", xdsAddr, "address the xDS gRPC services listen on")
 	fs.StringVar(&f.adminAddr, "admin-addr", adminAddr, "address of the HTTP admin API (empty: none)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.IntVar(&f.maxSubs, "max-subscriptions", 100000, "subscriptions one stream may hold (at least 1)")
 	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes (at least 1)")
 	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain (greater than 0)")
@@ -68,6 +72,7 @@ func newRegistry() *prometheus.Registry {
 // the admin HTTP server.
 type daemon struct {
 	g         *grpc.Server
+	health    *health.Server
 	lis, alis net.Listener
 	hs        *http.Server
 	errc      chan error
@@ -93,8 +98,18 @@ func listen(f daemonFlags, register func(*grpc.Server), adminHandler http.Handle
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	register(d.g)
+	// Standard tools find the daemon: grpc.health.v1 (NOT_SERVING until
+	// the role says it is ready) and server reflection (grpcurl lists and
+	// describes the xDS, CSDS and health services).
+	d.health = health.NewServer()
+	d.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(d.g, d.health)
+	reflection.Register(d.g)
 	return d, nil
 }
+
+// serving marks the daemon SERVING in grpc.health.v1.
+func (d *daemon) serving() { d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) }
 
 // xdsAddr and adminAddr are the bound addresses ("" for no admin API).
 func (d *daemon) xdsAddr() string { return d.lis.Addr().String() }
@@ -132,6 +147,7 @@ func (d *daemon) wait(ctx context.Context) error {
 // (they never end on their own; clients reconnect at once), then stops
 // gRPC gracefully with a deadline for anything else.
 func (d *daemon) stop(endStreams func()) {
+	d.health.Shutdown()
 	if d.hs != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		d.hs.Shutdown(ctx)

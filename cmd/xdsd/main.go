@@ -30,6 +30,7 @@ func commands() []command {
 		{"validate", "check resource files offline; nothing is stored", runValidate},
 		{"get", "print what a client with given parameters gets from a server", runGet},
 		{"watch", "print every update a client with given parameters gets, until interrupted", runWatch},
+		{"version", "print the version and VCS revision xdsd was built from", runVersion},
 	}
 }
 
@@ -47,6 +48,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

@@ -365,7 +365,8 @@ func TestApplyIsServedWhenItReturns(t *testing.T) {
 // metrics endpoint exposes the server's metrics.
 func TestHealthAndMetrics(t *testing.T) {
 	_, adm := startServe(t)
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "xdsd_apply_to_send_seconds"} {
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "xdsd_apply_to_send_seconds",
+		"/debug/pprof/": "goroutine", "/debug/pprof/goroutine?debug=1": "goroutine profile"} {
 		resp, err := http.Get("http://" + adm + path)
 		if err != nil {
 			t.Fatal(err)
@@ -374,6 +375,26 @@ func TestHealthAndMetrics(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Errorf("%s: %s %q", path, resp.Status, body)
+		}
+	}
+}
+
+// --log-format json writes one JSON object per line; an unknown format is
+// bad usage.
+func TestLogFormat(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger("info", "json", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("xdsd serving", "xds", "127.0.0.1:1")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["msg"] != "xdsd serving" || line["xds"] != "127.0.0.1:1" {
+		t.Fatalf("json log line %q: %v", buf.String(), err)
+	}
+	for _, args := range [][]string{{"serve", "--store", "mem:"}, {"relay", "--upstream", "127.0.0.1:1"}} {
+		if code, _, stderr := runCmd(t, append(args, "--log-format", "xml")...); code != 2 || !strings.Contains(stderr, "--log-format") {
+			t.Errorf("%s --log-format xml: exit %d, %q", args[0], code, stderr)
 		}
 	}
 }

@@ -44,7 +44,7 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	if f.transport != "delta" && f.transport != "sotw" {
 		return usagef("--upstream-transport %q: want delta or sotw", f.transport)
 	}
-	log, err := newLogger(f.logLevel, stderr)
+	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -92,6 +92,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 		return err
 	}
 	d.start()
+	d.serving() // a relay serves from its cache, whatever its upstream's state
 	var ups []string
 	for _, s := range b.Servers {
 		ups = append(ups, s.URI)

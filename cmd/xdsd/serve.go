@@ -19,12 +19,19 @@ import (
 	"github.com/xdsd/xdsd/server"
 )
 
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	o := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
 }
 
 // openStore opens a --store value: bolt:PATH or mem:.
@@ -70,7 +77,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if f.watchInterval <= 0 {
 		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
 	}
-	log, err := newLogger(f.logLevel, stderr)
+	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -122,6 +129,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	// Report readiness once the store's state is loaded (an interrupted
 	// load falls through to the shutdown below).
 	if srv.WaitRev(ctx, st.Rev()) == nil {
+		d.serving()
 		log.Info("xdsd serving", "xds", d.xdsAddr(), "admin", d.adminAddr(), "store", f.storeSpec, "revision", st.Rev())
 		if ready != nil {
 			ready(d.xdsAddr(), d.adminAddr())

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"time"
 
@@ -64,6 +65,12 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/apply", a.apply)
 	mux.HandleFunc("DELETE /v1/resources", a.delete)
 	mux.HandleFunc("GET /v1/clients", a.clients)
+	// Go's profiler, for an operator chasing CPU or memory.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /v1/upstream", func(w http.ResponseWriter, r *http.Request) {
 		if a.o.Upstream == nil {
 			writeJSON(w, http.StatusOK, []any{})

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
@@ -16,6 +17,7 @@ import (
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	statusservice "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -92,7 +94,8 @@ func NewServer(d *db.DB, o Options) *Server {
 }
 
 // Register registers the ADS service (SotW and delta) and the per-type
-// Stream/Delta services on g. g must be created with ServerCodec().
+// Stream/Delta services, and CSDS (the server's view of every connected
+// client, see csds.go), on g. g must be created with ServerCodec().
 func (s *Server) Register(g *grpc.Server) {
 	type svc struct {
 		desc  grpc.ServiceDesc
@@ -132,6 +135,7 @@ func (s *Server) Register(g *grpc.Server) {
 		}
 		g.RegisterService(&desc, s)
 	}
+	statusservice.RegisterClientStatusDiscoveryServiceServer(g, csds{s})
 }
 
 // Serve runs one stream: delta or SotW, for one type (a per-type service)
@@ -292,11 +296,14 @@ type Client struct {
 	Params    map[string]string `json:"node_params,omitempty"`
 	Requests  int               `json:"requests"`
 	Types     []TypeStatus      `json:"types"`
+	// Node is the node the client sent, as it sent it.
+	Node *corev3.Node `json:"-"`
 }
 
 // TypeStatus is a stream's state for one resource type.
 type TypeStatus struct {
 	Type          string         `json:"type"`
+	URL           string         `json:"type_url"`
 	Subscriptions []Subscription `json:"subscriptions"`
 	Resources     int            `json:"resources"`
 	SentVersion   string         `json:"sent_version"`
@@ -358,9 +365,9 @@ func (st *stream) status() Client {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	c := Client{ID: st.id, NodeID: st.node.GetId(), Cluster: st.node.GetCluster(), Address: st.addr,
-		Kind: st.kind(), Connected: st.started, Params: st.nodeParams, Requests: st.requests, Types: []TypeStatus{}}
+		Kind: st.kind(), Connected: st.started, Params: st.nodeParams, Requests: st.requests, Types: []TypeStatus{}, Node: st.node}
 	for _, ts := range st.types {
-		t := TypeStatus{Type: ts.typ.Name, Subscriptions: []Subscription{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,
+		t := TypeStatus{Type: ts.typ.Name, URL: ts.typ.URL, Subscriptions: []Subscription{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,
 			SentAt: timePtr(ts.sentAt), AckedVersion: ts.ackVersion, AckedNonce: ts.ackNonce, AckedAt: timePtr(ts.ackAt),
 			LastNack: ts.nack, Nacks: ts.nacks}
 		for _, w := range ts.ws.sorted {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// runVersion prints the module version and the VCS revision the binary
+// was built from, as the Go toolchain recorded them.
+func runVersion(args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q: version takes none", args[0])
+	}
+	fmt.Fprintln(stdout, versionString())
+	return nil
+}
+
+func versionString() string {
+	version, rev, at, dirty := "(devel)", "unknown", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	out := fmt.Sprintf("xdsd %s (revision %s", version, rev)
+	if dirty {
+		out += ", modified"
+	}
+	if at != "" {
+		out += ", " + at
+	}
+	return out + ", " + runtime.Version() + ")"
+}
