@@ -36,7 +36,8 @@ type DirWatcher struct {
 	Interval time.Duration // polling interval; default 500ms
 	Logger   *slog.Logger
 	// Applied, when set, is told the outcome of every attempt to apply a
-	// change of the directory.
+	// change of the directory: a batch applied, or why the directory could
+	// not be (invalid files, a store failure).
 	Applied func(store.Result, error)
 
 	key   string   // OwnershipKey(Dir), once known
@@ -117,16 +118,25 @@ func decodeOwnership(b []byte) (map[resource.Key]bool, error) {
 // defines and the record of them land in one batch, so the record never
 // disagrees with the store.
 func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
+	res, applied, err := w.sync(ctx)
+	if w.Applied != nil && (applied || err != nil) {
+		w.Applied(res, err)
+	}
+	return applied, err
+}
+
+// sync is Sync without telling Applied.
+func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 	if w.key == "" {
 		k, err := OwnershipKey(w.Dir)
 		if err != nil {
-			return false, err
+			return store.Result{}, false, err
 		}
 		w.key = k
 	}
 	files, err := resource.SourceFiles(w.Dir)
 	if err != nil {
-		return false, err
+		return store.Result{}, false, err
 	}
 	h := sha256.New()
 	for _, f := range files {
@@ -144,7 +154,7 @@ func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // removed while we looked; the next round sees it
 			}
-			return false, err
+			return store.Result{}, false, err
 		}
 		h.Write(data)
 		h.Write([]byte{0})
@@ -152,22 +162,22 @@ func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
 	if w.tried && sum == w.sum {
-		return false, nil
+		return store.Result{}, false, nil
 	}
 	docs, err := resource.Load(w.Dir)
 	if err != nil {
 		// Invalid content is not retried until it changes; a failure of
 		// the store below is, on the next round.
 		w.tried, w.sum = true, sum
-		return false, err
+		return store.Result{}, false, err
 	}
 	rec, err := w.Store.Meta(ctx, w.key)
 	if err != nil {
-		return false, fmt.Errorf("reading what %s defined from the store: %w", w.Dir, err)
+		return store.Result{}, false, fmt.Errorf("reading what %s defined from the store: %w", w.Dir, err)
 	}
 	owned, err := decodeOwnership(rec)
 	if err != nil {
-		return false, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
+		return store.Result{}, false, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
 	}
 	var b store.Batch
 	now := map[resource.Key]bool{}
@@ -191,17 +201,14 @@ func (w *DirWatcher) Sync(ctx context.Context) (bool, error) {
 		b.Meta = map[string][]byte{w.key: next}
 	}
 	res, err := w.Store.Apply(ctx, b)
-	if w.Applied != nil {
-		w.Applied(res, err)
-	}
 	if err != nil {
 		if be := (*store.BatchError)(nil); errors.As(err, &be) {
 			w.tried, w.sum = true, sum
 		}
-		return false, err
+		return store.Result{}, false, err
 	}
 	w.tried, w.sum = true, sum
-	return true, nil
+	return res, true, nil
 }
 
 // Run syncs the directory every Interval until ctx ends. Errors after the

@@ -398,3 +398,54 @@ func TestLogFormat(t *testing.T) {
 		}
 	}
 }
+
+// A --watch edit that fails to apply keeps the last good state served and
+// is visible: /readyz says "degraded" with the reason, the metrics count
+// it; a fixed edit clears it.
+func TestServeWatchFailureIsVisible(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", cl+"name: a\n")
+	_, adm := startServe(t, "--watch", dir)
+	readyz := func() string {
+		_, body := httpGet(t, "http://"+adm+"/readyz")
+		return body
+	}
+	writeFile(t, dir, "a.yaml", cl+"name: a\nbogus: 1\n")
+	waitUntil(t, "the failed edit shows in /readyz", func() bool { return strings.HasPrefix(readyz(), "degraded: --watch "+dir) })
+	if body := readyz(); !strings.Contains(body, "a.yaml") {
+		t.Errorf("/readyz does not name the file: %q", body)
+	}
+	_, m := httpGet(t, "http://"+adm+"/metrics")
+	if !strings.Contains(m, "xdsd_watch_failing 1") || !strings.Contains(m, "xdsd_watch_apply_failures_total") {
+		t.Errorf("metrics lack the failure:\n%s", m)
+	}
+	if l := listResources(t, adm, "?name=a"); len(l.Resources) != 1 {
+		t.Errorf("the last good state is not served: %+v", l)
+	}
+	writeFile(t, dir, "a.yaml", cl+"name: a\n# fixed\n")
+	waitUntil(t, "the fixed edit clears /readyz", func() bool { return readyz() == "ok\n" })
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitUntil polls a state no event announces (a server's status), failing
+// after a generous deadline.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,8 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/store"
@@ -101,8 +105,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 
 	reg := newRegistry()
 	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
+	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, srv.Register, admin.Handler(admin.Options{
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log,
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded,
 		Clients: func() any { return srv.Clients() },
 	}))
 	if err != nil {
@@ -113,7 +118,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 
 	watched := make(chan struct{})
 	if f.watchDir != "" {
-		w := &server.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log}
+		w := &server.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log, Applied: wh.applied}
 		if _, err := w.Sync(ctx); err != nil {
 			closeUnstarted(d)
 			return fmt.Errorf("--watch %s: %w", f.watchDir, err)
@@ -150,4 +155,53 @@ func closeUnstarted(d *daemon) {
 		d.alis.Close()
 	}
 	d.g.Stop()
+}
+
+// watchHealth keeps the outcome of the last attempt to apply a watched
+// directory: a failed edit keeps the last good state served, and shows in
+// /readyz ("degraded"), on the admin page and in the metrics.
+type watchHealth struct {
+	dir      string
+	failures prometheus.Counter
+	failing  prometheus.Gauge
+
+	mu      sync.Mutex
+	lastErr error
+}
+
+func newWatchHealth(dir string, reg prometheus.Registerer) *watchHealth {
+	w := &watchHealth{dir: dir,
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdsd_watch_apply_failures_total",
+			Help: "Changes of the --watch directory that could not be applied (the last good state stays served)."}),
+		failing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdsd_watch_failing",
+			Help: "1 while the last change of the --watch directory failed to apply."}),
+	}
+	if dir != "" {
+		reg.MustRegister(w.failures, w.failing)
+	}
+	return w
+}
+
+func (w *watchHealth) applied(_ store.Result, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // shutting down
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastErr = err
+	if err != nil {
+		w.failures.Inc()
+		w.failing.Set(1)
+	} else {
+		w.failing.Set(0)
+	}
+}
+
+func (w *watchHealth) degraded() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lastErr == nil {
+		return ""
+	}
+	return fmt.Sprintf("--watch %s: the last change was not applied (the last good state is served): %v", w.dir, w.lastErr)
 }

@@ -32,6 +32,11 @@ type Options struct {
 	Resources func(ctx context.Context) (rev int64, vs []*resource.Variant, err error)
 	// Ready reports readiness for /readyz.
 	Ready func() bool
+	// Degraded, when it returns a non-empty reason, marks a ready process
+	// that is not doing all it should (a watched directory whose last
+	// change failed to apply): /readyz and the page say so, while the
+	// process keeps serving its last good state.
+	Degraded func() string
 	// Served waits until the xDS side serves a store revision. An apply or
 	// delete answers once its revision is served, so a client that asks
 	// after `xdsd apply` returns gets what was applied.
@@ -83,12 +88,26 @@ func Handler(o Options) http.Handler {
 
 type api struct{ o Options }
 
+// ready answers /readyz: 503 until ready; then 200 "ok", or 200
+// "degraded: reason" — still serving, so still ready, but an operator's
+// attention is needed.
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	if a.o.Ready != nil && !a.o.Ready() {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
 	}
+	if d := a.degraded(); d != "" {
+		io.WriteString(w, "degraded: "+d+"\n")
+		return
+	}
 	io.WriteString(w, "ok\n")
+}
+
+func (a *api) degraded() string {
+	if a.o.Degraded == nil {
+		return ""
+	}
+	return a.o.Degraded()
 }
 
 // ErrorBody is the JSON body of every error response.
@@ -111,6 +130,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // constraints read "env=prod && v=1", not "\u0026\u0026"
 	enc.Encode(v)
 }
 

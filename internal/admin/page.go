@@ -35,9 +35,16 @@ type pageClient struct {
 		AckedVersion string `json:"acked_version"`
 		Nacks        int    `json:"nacks"`
 		LastNack     *struct {
-			Version string `json:"version"`
-			Error   string `json:"error"`
+			Version  string `json:"version"`
+			LastGood string `json:"last_good_version"`
+			Error    string `json:"error"`
 		} `json:"last_nack"`
+		Held []struct {
+			Name        string `json:"name"`
+			Constraints string `json:"constraints"`
+			Version     string `json:"version"`
+			Absent      bool   `json:"absent"`
+		} `json:"held"`
 	} `json:"types"`
 }
 
@@ -61,6 +68,7 @@ type pageData struct {
 	Clients   []pageClient
 	Upstreams []pageUpstream
 	HasStore  bool
+	Degraded  string
 	Errors    []string
 }
 
@@ -74,7 +82,7 @@ func asJSON(v, out any) error {
 }
 
 func (a *api) page(w http.ResponseWriter, r *http.Request) {
-	d := pageData{Role: "server", Ready: a.o.Ready == nil || a.o.Ready(), HasStore: a.o.Store != nil}
+	d := pageData{Role: "server", Ready: a.o.Ready == nil || a.o.Ready(), HasStore: a.o.Store != nil, Degraded: a.degraded()}
 	if a.o.Store == nil {
 		d.Role = "relay"
 	}
@@ -149,12 +157,16 @@ th,td{border-bottom:1px solid #ddd;padding:.25em .75em;text-align:left;vertical-
 th{background:#f4f4f4}
 code{font-size:13px}
 .bad{color:#b00}
+code,.wrap{overflow-wrap:anywhere;word-break:break-word}
+td{max-width:28em}
+.banner{background:#fdd;border:1px solid #b00;padding:.5em 1em}
 .muted{color:#777}
 </style></head>
 <body>
 <h1>xdsd {{.Role}}</h1>
 <p>{{if .Ready}}ready{{else}}<span class="bad">not ready</span>{{end}}{{if .HasStore}} · revision {{.Revision}}{{end}}
 · <a href="/metrics">metrics</a> · <a href="/v1/resources">resources (JSON)</a> · <a href="/v1/clients">clients (JSON)</a>{{if not .HasStore}} · <a href="/v1/upstream">upstream (JSON)</a>{{end}}</p>
+{{if .Degraded}}<p class="banner">degraded: {{.Degraded}}</p>{{end}}
 {{range .Errors}}<p class="bad">{{.}}</p>{{end}}
 {{if not .HasStore}}
 <h2>Upstream</h2>
@@ -165,11 +177,12 @@ code{font-size:13px}
 {{end}}</table>{{else}}<p class="muted">no upstream stream yet (one opens with the first subscription)</p>{{end}}
 {{end}}
 <h2>Clients ({{len .Clients}})</h2>
-{{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
+{{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>holds (variant, version)</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
 {{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
 <td>{{$t.Type}}</td><td>{{range $t.Subscriptions}}<code>{{if .Name}}{{.Name}}{{else}}(wildcard){{end}}</code>{{range $k, $v := .Params}} <span class="muted">{{$k}}={{$v}}</span>{{end}}<br>{{end}}</td>
-<td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td>{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: version {{$t.LastNack.Version}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
-{{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="5" class="muted">no request yet</td></tr>
+<td>{{range $t.Held}}<code>{{.Name}}</code>{{if .Absent}} <span class="muted">does not exist</span>{{else}}{{if .Constraints}} <span class="muted">[{{.Constraints}}]</span>{{end}} @{{.Version}}{{end}}<br>{{end}}</td>
+<td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td class="wrap">{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: rejected version {{$t.LastNack.Version}}{{if $t.LastNack.LastGood}} (holds {{$t.LastNack.LastGood}}){{end}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
+{{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="6" class="muted">no request yet</td></tr>
 {{end}}{{end}}</table>{{else}}<p class="muted">no client connected</p>{{end}}
 <h2>Resources ({{len .Resources}})</h2>
 {{if .Resources}}<table><tr><th>type</th><th>name</th><th>constraints</th><th>version</th></tr>

@@ -56,8 +56,10 @@ func TestPageServer(t *testing.T) {
 		Params: map[string]string{"env": "prod"},
 		Types: []protocol.TypeStatus{{Type: "envoy.config.route.v3.RouteConfiguration", SentVersion: "1", AckedVersion: "1",
 			Subscriptions: []protocol.Subscription{{Name: "r", Params: map[string]string{"env": "prod"}}},
-			LastNack:      &protocol.Nack{Version: "1", Error: "bad <thing>"}, Nacks: 1}}}}
-	srv := httptest.NewServer(admin.Handler(admin.Options{Store: st, Ready: func() bool { return true }, Clients: func() any { return clients }}))
+			Held:          []protocol.Held{{Name: "r", Constraints: "env=prod", Version: "1-0a1b2c3d"}, {Name: "gone", Absent: true}},
+			LastNack:      &protocol.Nack{Version: "2", LastGood: "1", Error: "bad <thing>"}, Nacks: 1}}}}
+	srv := httptest.NewServer(admin.Handler(admin.Options{Store: st, Ready: func() bool { return true }, Clients: func() any { return clients },
+		Degraded: func() string { return "--watch conf: document 2: bad" }}))
 	defer srv.Close()
 	code, page := get(t, srv.URL+"/")
 	if code != http.StatusOK {
@@ -66,7 +68,14 @@ func TestPageServer(t *testing.T) {
 	wantAll(t, page, "<h1>xdsd server</h1>", "revision 1", "Resources (3)", "<code>env=prod</code>", "<code>env=test</code>",
 		"/v1/resources?name=r&amp;type=envoy.config.route.v3.RouteConfiguration",
 		"&lt;b&gt;odd&lt;/b&gt;", "Clients (1)", "<code>node-1</code>", "127.0.0.1:5555", "ads-delta",
-		"1: version 1: bad &lt;thing&gt;")
+		// which variant the client holds (TP2), and the NACK naming the
+		// rejected version apart from the one the client keeps
+		"<code>r</code> <span class=\"muted\">[env=prod]</span> @1-0a1b2c3d", "<code>gone</code> <span class=\"muted\">does not exist</span>",
+		"1: rejected version 2 (holds 1): bad &lt;thing&gt;",
+		"degraded: --watch conf: document 2: bad")
+	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusOK || body != "degraded: --watch conf: document 2: bad\n" {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
 	if strings.Contains(page, "<b>odd</b>") {
 		t.Error("a resource name went out unescaped")
 	}
@@ -88,4 +97,19 @@ func TestPageRelay(t *testing.T) {
 	defer srv.Close()
 	_, page := get(t, srv.URL+"/")
 	wantAll(t, page, "<h1>xdsd relay</h1>", "<code>cached</code>", "down since 2026-11-21T10:00:00Z", "(trying <code>127.0.0.1:18000</code>)", "connection refused", "no client connected")
+}
+
+// JSON output shows constraints as written: "&&", not "\u0026\u0026".
+func TestJSONIsNotHTMLEscaped(t *testing.T) {
+	st := mem.New()
+	defer st.Close()
+	if _, err := st.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Route("r", "env=prod && version=v1", "p")}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.Handler(admin.Options{Store: st}))
+	defer srv.Close()
+	_, body := get(t, srv.URL+"/v1/resources")
+	if !strings.Contains(body, `"constraints": "env=prod && version=v1"`) {
+		t.Errorf("/v1/resources: %s", body)
+	}
 }

@@ -169,7 +169,13 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	if ctx.Err() != nil && ss.Context().Err() == nil {
 		return status.Error(codes.Unavailable, "server shutting down")
 	}
-	if err != nil {
+	st.mu.Lock()
+	n := st.node
+	st.mu.Unlock()
+	if n != nil {
+		s.log.Info("client disconnected", "stream", st.id, "node", truncate(n.GetId(), maxLoggedText), "address", st.addr,
+			"connected_for", time.Since(st.started).Round(time.Millisecond), "error", err)
+	} else if err != nil {
 		s.log.Debug("stream ended", "stream", st.id, "error", err)
 	}
 	return err

@@ -204,6 +204,8 @@ func (s *stream) setNode(n *corev3.Node) {
 	}
 	s.node = n
 	s.nodeParams = NodeParams(n)
+	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "address", s.addr,
+		"kind", s.kind(), "params", paramsAttr(s.nodeParams))
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {
 			if f == w && !s.delta {
@@ -1191,4 +1193,17 @@ func peerAddr(ctx context.Context) string {
 		return p.Addr.String()
 	}
 	return ""
+}
+
+// paramsAttr shows node parameters in a log line, bounded in size.
+func paramsAttr(p map[string]string) string {
+	keys := slices.Sorted(maps.Keys(p))
+	var b strings.Builder
+	for _, k := range keys {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + p[k])
+	}
+	return truncate(b.String(), maxLoggedText)
 }
