@@ -29,6 +29,15 @@ func printDocErrors(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
 }
 
+// noFileArgs is noArgs for commands that take -f: a path given without
+// it is pointed at -f.
+func noFileArgs(pos []string, file string) error {
+	if len(pos) > 0 && file == "" {
+		return usagef("unexpected argument %q: files are given with -f (did you mean -f %s?)", pos[0], pos[0])
+	}
+	return noArgs(pos)
+}
+
 // errInvalid is returned after the problems were printed.
 var errInvalid = errors.New("invalid input")
 
@@ -53,7 +62,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := noArgs(pos); err != nil {
+	if err := noFileArgs(pos, *file); err != nil {
 		return err
 	}
 	docs, err := loadDocs(*file, stderr)
@@ -82,6 +91,11 @@ var httpClient = &http.Client{Timeout: 60 * time.Second}
 func call(req *http.Request, out any) error {
 	resp, err := httpClient.Do(req)
 	if err != nil {
+		if strings.Contains(err.Error(), "malformed HTTP response") && strings.Contains(err.Error(), `\x00`) {
+			// HTTP/2 frames in answer to HTTP/1.1: a gRPC port.
+			return fmt.Errorf("admin API at %s answered with HTTP/2 frames: that looks like the xDS (gRPC) port; "+
+				"the admin API is on the server's --admin-addr (default 127.0.0.1:18001)", req.URL.Host)
+		}
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
@@ -111,7 +125,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := noArgs(pos); err != nil {
+	if err := noFileArgs(pos, *file); err != nil {
 		return err
 	}
 	// Validate here, so errors name the user's files; send the documents as

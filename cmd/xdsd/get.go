@@ -60,8 +60,13 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 	fs.Var(f.params, "param", "a TP2 dynamic parameter key=value (repeatable): the variant a client with these parameters gets")
 	fs.StringVar(&f.nodeID, "node-id", "", "node id to present (default: the bootstrap's, else xdsd-"+cmd+")")
 	fs.StringVar(&f.output, "o", "yaml", "output format: yaml or json")
-	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for an answer, a positive duration: a name the server has not "+
-		"answered by then is printed with status no-answer (or, if the server could not be reached, "+cmd+" fails naming it)")
+	timeoutHelp := "how long to wait for an answer, a positive duration: a name the server has not answered by then is printed " +
+		"with status no-answer; a server that refuses or cannot be reached fails get within about a second, naming it"
+	if cmd == "watch" {
+		timeoutHelp = "how long a subscribed name may go unanswered on a connected stream before it is printed as does-not-exist; " +
+			"while the server cannot be reached, watch says so on stderr every few seconds and keeps retrying"
+	}
+	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, timeoutHelp)
 	return fs, f
 }
 
@@ -452,21 +457,41 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var unreachable []string // why names could not be had: their server was not reached
+	skip := map[string]bool{}  // names not printed: their server was not reached
 	deadline := time.NewTimer(f.timeout)
 	defer deadline.Stop()
-	select {
-	case <-all:
-	case <-deadline.C:
+	// A server that refuses connections, or cannot be reached at all, is
+	// reported within a second or two, not at --timeout: check every
+	// name's server while waiting.
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
+	started := time.Now()
+wait:
+	for {
+		select {
+		case <-all:
+			break wait
+		case <-check.C:
+			mu.Lock()
+			allDown := true
+			for _, n := range names {
+				if !done[n] && (time.Since(started) < fastFail || !failing(c, n)) {
+					allDown = false
+				}
+			}
+			mu.Unlock()
+			if !allDown {
+				continue
+			}
+		case <-deadline.C:
+		}
 		mu.Lock()
 		for _, n := range names {
 			if done[n] {
 				continue
 			}
 			if why := notReached(c, n, f.timeout); why != "" {
-				r := Result{Resource: admin.Resource{Type: typ.Name, Name: n}}
-				r.Error = why
-				states[n] = &nameState{heard: true, latest: &r}
-				done[n] = true
+				done[n], skip[n] = true, true
 				if !slices.Contains(unreachable, why) {
 					unreachable = append(unreachable, why)
 				}
@@ -476,6 +501,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		// nothing of them: they are printed as unanswered.
 		finished()
 		mu.Unlock()
+		break
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -485,8 +511,8 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	var unanswered []string
 	printed := map[string]bool{}
 	for _, n := range names {
-		if printed[n] {
-			continue // asked for twice: printed once
+		if printed[n] || skip[n] {
+			continue // asked for twice: printed once; or not reached: said on stderr
 		}
 		printed[n] = true
 		for _, r := range states[n].results(typ, n) {
@@ -499,8 +525,10 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 			out = append(out, r)
 		}
 	}
-	if err := printResults(stdout, f.output, out, false); err != nil {
-		return err
+	if len(out) > 0 {
+		if err := printResults(stdout, f.output, out, false); err != nil {
+			return err
+		}
 	}
 	if len(unreachable) > 0 {
 		return errors.New(strings.Join(unreachable, "; "))
@@ -512,6 +540,17 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 		return errors.New("not every resource could be had")
 	}
 	return nil
+}
+
+// fastFail is how long get gives a server that fails every connection
+// before reporting it, rather than waiting for --timeout.
+const fastFail = 1500 * time.Millisecond
+
+// failing reports whether n's server has never been reached and its last
+// attempt failed (refused, unreachable, not an xDS server).
+func failing(c *client.Client, n string) bool {
+	u, err := c.UpstreamFor(n)
+	return err != nil || (u.Connected == "" && u.LastError != "")
 }
 
 // notReached says why a name's server was not reached, or "" when it was
@@ -560,12 +599,24 @@ func watch(ctx context.Context, f *getFlags, typ *resource.Type, names []string,
 	}
 	defer c.Close()
 	var mu sync.Mutex
+	shown := map[string]*resource.Variant{} // what was last printed as updated, by name
 	for _, n := range names {
 		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
-			r := render(e, typ)
-			r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 			mu.Lock()
 			defer mu.Unlock()
+			// A SotW response carries every resource of a type: print
+			// an update only when this resource (or the variant of it
+			// that applies) changed.
+			if e.Kind == client.Updated {
+				if prev := shown[e.Name]; prev != nil && prev.SameContent(e.Variant) {
+					return
+				}
+				shown[e.Name] = e.Variant
+			} else {
+				delete(shown, e.Name)
+			}
+			r := render(e, typ)
+			r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 			printResults(stdout, f.output, []Result{r}, true)
 		})
 		if err != nil {
@@ -573,8 +624,38 @@ func watch(ctx context.Context, f *getFlags, typ *resource.Type, names []string,
 		}
 		defer cancel()
 	}
-	<-ctx.Done()
+	reportUnreachable(ctx, c, stderr, 5*time.Second)
 	return nil
+}
+
+// reportUnreachable says on w, until ctx ends, when an upstream has never
+// been reached or is down, and again every interval while it stays so:
+// watch keeps retrying, visibly, rather than going quiet after one
+// warning.
+func reportUnreachable(ctx context.Context, c *client.Client, w io.Writer, interval time.Duration) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	last := map[string]time.Time{} // servers → when last reported
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, u := range c.Upstreams() {
+			key := strings.Join(u.Servers, ", ")
+			if u.Connected != "" || u.LastError == "" {
+				delete(last, key)
+				continue
+			}
+			if at, ok := last[key]; ok && time.Since(at) < interval {
+				continue
+			}
+			last[key] = time.Now()
+			fmt.Fprintf(w, "xdsd watch: cannot reach xDS server %s: %s; retrying (down since %s)\n", key,
+				strings.TrimPrefix(u.LastError, key+": "), u.DownSince)
+		}
+	}
 }
 
 // clientLogger logs the client's messages at level and above: connection

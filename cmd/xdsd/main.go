@@ -40,7 +40,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'xdsd <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'xdsd help <command>' (or 'xdsd <command> -h') for a command's flags.")
 }
 
 func main() {
@@ -51,6 +51,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		fmt.Fprintln(stdout, versionString())
 		return 0
+	}
+	if len(args) >= 2 && args[0] == "help" {
+		// xdsd help CMD is xdsd CMD -h.
+		return run([]string{args[1], "-h"}, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
@@ -78,9 +82,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "xdsd: unknown command %q\n\n", args[0])
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	fmt.Fprintf(stderr, "xdsd: unknown command %q%s\n\n", args[0], didYouMean(args[0], names))
 	usage(stderr)
 	return 2
+}
+
+// didYouMean suggests the candidate closest to a mistyped word, if one is
+// close enough to be what was meant: ` (did you mean "serve"?)`, or "".
+func didYouMean(typed string, candidates []string) string {
+	best, bestD := "", 3 // at most two edits away
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(typed), c)
+		if strings.HasPrefix(c, typed) && len(typed) >= 2 {
+			d = 1
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // parse parses flags that may come before, between or after positional
@@ -98,7 +146,7 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usagef("%v", err)
+			return nil, usagef("%v%s", err, flagHint(fs, err))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -110,6 +158,23 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// flagHint suggests the flag a "flag provided but not defined" error
+// probably meant, and points at -h.
+func flagHint(fs *flag.FlagSet, err error) string {
+	const undefined = "flag provided but not defined: "
+	msg := err.Error()
+	if !strings.HasPrefix(msg, undefined) {
+		return ""
+	}
+	typed := strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if hint := didYouMean(typed, names); hint != "" {
+		return strings.Replace(hint, `"`, `"--`, 1)
+	}
+	return fmt.Sprintf(" (xdsd %s -h lists the flags)", fs.Name())
 }
 
 // noArgs is the usage error of a command that takes no positional
