@@ -456,8 +456,8 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 			}()
 		}
 	}
-	var unreachable []string // why names could not be had: their server was not reached
-	skip := map[string]bool{}  // names not printed: their server was not reached
+	var unreachable []string  // why names could not be had: their server was not reached
+	skip := map[string]bool{} // names not printed: their server was not reached
 	deadline := time.NewTimer(f.timeout)
 	defer deadline.Stop()
 	// A server that refuses connections, or cannot be reached at all, is
