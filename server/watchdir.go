@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/xdsd/xdsd/internal/store"
@@ -69,14 +71,17 @@ type ownedKey struct {
 	Type        string `json:"type"`
 	Name        string `json:"name"`
 	Constraints string `json:"constraints,omitempty"` // canonical key
+	// File is the file that defines the variant (absent in records
+	// written before it was kept).
+	File string `json:"file,omitempty"`
 }
 
 const ownershipFormat = 1
 
-func encodeOwnership(keys map[resource.Key]bool) []byte {
+func encodeOwnership(keys map[resource.Key]string) []byte {
 	o := ownership{Format: ownershipFormat, Keys: make([]ownedKey, 0, len(keys))}
-	for k := range keys {
-		o.Keys = append(o.Keys, ownedKey(k))
+	for k, file := range keys {
+		o.Keys = append(o.Keys, ownedKey{Type: k.Type, Name: k.Name, Constraints: k.Constraints, File: file})
 	}
 	sort.Slice(o.Keys, func(i, j int) bool {
 		a, b := o.Keys[i], o.Keys[j]
@@ -95,7 +100,7 @@ func encodeOwnership(keys map[resource.Key]bool) []byte {
 	return b
 }
 
-func decodeOwnership(b []byte) (map[resource.Key]bool, error) {
+func decodeOwnership(b []byte) (map[resource.Key]string, error) {
 	if b == nil {
 		return nil, nil // never synced into this store
 	}
@@ -106,11 +111,46 @@ func decodeOwnership(b []byte) (map[resource.Key]bool, error) {
 	if o.Format != ownershipFormat {
 		return nil, fmt.Errorf("format %d, this xdsd reads %d", o.Format, ownershipFormat)
 	}
-	m := make(map[resource.Key]bool, len(o.Keys))
+	m := make(map[resource.Key]string, len(o.Keys))
 	for _, k := range o.Keys {
-		m[resource.Key(k)] = true
+		m[resource.Key{Type: k.Type, Name: k.Name, Constraints: k.Constraints}] = k.File
 	}
 	return m, nil
+}
+
+// Owner says which file of the watched directory dir defines a resource
+// (any of its variants when constraints is nil, else the one with that
+// constraint key), as the store's record says; "" when none does. A
+// change made behind the directory's back (deleting such a resource
+// through the API) would be undone or contradicted by the next change of
+// the directory, so the admin API refuses it unless forced.
+func Owner(ctx context.Context, st store.Store, dir, typeURL, name string, constraints *string) (string, error) {
+	key, err := OwnershipKey(dir)
+	if err != nil {
+		return "", err
+	}
+	rec, err := st.Meta(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	owned, err := decodeOwnership(rec)
+	if err != nil {
+		return "", fmt.Errorf("the store's record of what %s defined (metadata %q): %w", dir, key, err)
+	}
+	var files []string
+	for k, file := range owned {
+		if k.Type != typeURL || k.Name != name || (constraints != nil && k.Constraints != *constraints) {
+			continue
+		}
+		if file == "" {
+			file = dir // an older record: the directory, at least
+		}
+		if !slices.Contains(files, file) {
+			files = append(files, file)
+		}
+	}
+	sort.Strings(files)
+	return strings.Join(files, ", "), nil
 }
 
 // Sync applies the directory if it changed since the last Sync. It reports
@@ -180,12 +220,12 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 		return store.Result{}, false, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
 	}
 	var b store.Batch
-	now := map[resource.Key]bool{}
+	now := map[resource.Key]string{} // → the file defining it
 	groups := map[[2]string]bool{}
 	for _, d := range docs {
 		b.Puts = append(b.Puts, d.Variant)
 		k := d.Variant.Key()
-		now[k] = true
+		now[k] = d.Source
 		groups[[2]string{k.Type, k.Name}] = true
 	}
 	for k := range owned {
@@ -193,7 +233,7 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 		// by the puts; only resources gone from it need deleting. Nothing
 		// the directory did not define is touched: resources applied
 		// through the API stay.
-		if !now[k] && !groups[[2]string{k.Type, k.Name}] {
+		if _, ok := now[k]; !ok && !groups[[2]string{k.Type, k.Name}] {
 			b.Deletes = append(b.Deletes, store.Delete{Type: k.Type, Name: k.Name, Constraints: k.Constraints})
 		}
 	}

@@ -175,7 +175,8 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
 	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
 	cons := fs.String("constraints", "", "delete only the variant with these constraints (text syntax)")
-	pos, err := parse(fs, args, "delete [--admin ADDR] TYPE NAME [--constraints EXPR]", stdout)
+	force := fs.Bool("force", false, "delete even a resource that a file of the server's --watch directory defines")
+	pos, err := parse(fs, args, "delete [--admin ADDR] [--force] TYPE NAME [--constraints EXPR]", stdout)
 	if err != nil {
 		return err
 	}
@@ -198,6 +199,9 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 			return usagef("--constraints: %v", err)
 		}
 		q.Set("constraints", *cons)
+	}
+	if *force {
+		q.Set("force", "true")
 	}
 	req, err := http.NewRequest(http.MethodDelete, adminURL(*addr, "/v1/resources?"+q.Encode()), nil)
 	if err != nil {

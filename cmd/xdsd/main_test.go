@@ -449,3 +449,31 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Deleting a resource that a file of the --watch directory defines is
+// refused, naming the file (the directory would still define it); --force
+// deletes it anyway. A resource applied through the API is not guarded.
+func TestDeleteOfAWatchedResource(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "a.yaml", cl+"name: a\n")
+	_, adm := startServe(t, "--watch", dir)
+	if code, _, _ := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, t.TempDir(), "b.yaml", cl+"name: b\n")); code != 0 {
+		t.Fatal("apply b")
+	}
+	code, _, errOut := runCmd(t, "delete", "--admin", adm, "cds", "a")
+	if code != 1 || !strings.Contains(errOut, file) || !strings.Contains(errOut, "--force") {
+		t.Fatalf("delete of a watched resource: exit %d, %q", code, errOut)
+	}
+	if l := listResources(t, adm, "?name=a"); len(l.Resources) != 1 {
+		t.Fatalf("refused delete deleted it: %+v", l)
+	}
+	if code, _, errOut := runCmd(t, "delete", "--admin", adm, "cds", "b"); code != 0 {
+		t.Fatalf("delete of an applied resource: %s", errOut)
+	}
+	if code, _, errOut := runCmd(t, "delete", "--admin", adm, "--force", "cds", "a"); code != 0 {
+		t.Fatalf("delete --force: %s", errOut)
+	}
+	if l := listResources(t, adm, "?name=a"); len(l.Resources) != 0 {
+		t.Fatalf("forced delete left it: %+v", l)
+	}
+}

@@ -107,7 +107,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, srv.Register, admin.Handler(admin.Options{
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded,
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded, Owner: watchOwner(st, f.watchDir),
 		Clients: func() any { return srv.Clients() },
 	}))
 	if err != nil {
@@ -204,4 +204,15 @@ func (w *watchHealth) degraded() string {
 		return ""
 	}
 	return fmt.Sprintf("--watch %s: the last change was not applied (the last good state is served): %v", w.dir, w.lastErr)
+}
+
+// watchOwner is admin.Options.Owner for a server watching dir (nil
+// without --watch).
+func watchOwner(st store.Store, dir string) func(context.Context, string, string, *string) (string, error) {
+	if dir == "" {
+		return nil
+	}
+	return func(ctx context.Context, typeURL, name string, constraints *string) (string, error) {
+		return server.Owner(ctx, st, dir, typeURL, name, constraints)
+	}
 }

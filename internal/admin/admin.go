@@ -48,6 +48,11 @@ type Options struct {
 	// Upstream returns the value /v1/upstream shows as JSON (a relay's
 	// upstream streams).
 	Upstream func() any
+	// Owner, when set, names the file of a watched directory that defines
+	// a resource (constraints nil: any variant of it), or "". DELETE
+	// refuses such a resource unless forced (?force=true): the directory
+	// would still define it.
+	Owner func(ctx context.Context, typeURL, name string, constraints *string) (string, error)
 	// Logger logs applies and deletes.
 	Logger *slog.Logger
 }
@@ -378,6 +383,19 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if f.typ == "" || f.name == "" {
 		writeError(w, http.StatusBadRequest, errors.New("DELETE needs type and name (and constraints to delete one variant)"))
 		return
+	}
+	if a.o.Owner != nil && r.URL.Query().Get("force") != "true" {
+		file, err := a.o.Owner(r.Context(), f.typ, f.name, f.constraints)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		if file != "" {
+			writeError(w, http.StatusConflict, fmt.Errorf("%s is defined by %s, which the server watches: "+
+				"remove it there (the server applies the change), or delete with --force and the directory and the store disagree",
+				keyString(resource.Key{Type: f.typ, Name: f.name}), file))
+			return
+		}
 	}
 	d := store.Delete{Type: f.typ, Name: f.name, All: f.constraints == nil}
 	if f.constraints != nil {
