@@ -18,7 +18,16 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/protocol"
+)
+
+// The defaults of the port limits.
+const (
+	defaultMaxConns         = 50000
+	defaultMaxStreams       = 100
+	defaultAdminMaxConns    = 256
+	defaultAdminReadTimeout = 2 * time.Minute
 )
 
 // daemonFlags are the flags of the long-running commands (serve, relay):
@@ -27,6 +36,10 @@ type daemonFlags struct {
 	xdsAddr, adminAddr, logLevel, logFormat string
 	maxSubs, maxMsg, burst                  int
 	rate                                    float64
+	maxConns, maxStreams, adminMaxConns     int
+	maxApplies                              int
+	maxApplyBytes                           int64
+	adminReadTimeout                        time.Duration
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
@@ -38,6 +51,12 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes (at least 1)")
 	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain (greater than 0)")
 	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst (at least 1)")
+	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConns, "connections the xDS port holds open; more are closed at once (at least 1)")
+	fs.IntVar(&f.maxStreams, "max-streams-per-connection", defaultMaxStreams, "concurrent gRPC streams on one xDS connection (at least 1)")
+	fs.IntVar(&f.adminMaxConns, "admin-max-connections", defaultAdminMaxConns, "connections the admin port holds open; more are closed at once (at least 1)")
+	fs.DurationVar(&f.adminReadTimeout, "admin-read-timeout", defaultAdminReadTimeout, "time to read a whole admin request, body included (positive)")
+	fs.IntVar(&f.maxApplies, "max-concurrent-applies", 2, "applies and deletes processed at once; more are answered 429 with Retry-After (at least 1)")
+	fs.Int64Var(&f.maxApplyBytes, "max-apply-bytes-in-flight", 512<<20, "bytes of apply bodies being read or applied at once; more are answered 429 (at least 1)")
 }
 
 // check rejects limits that would refuse every stream or be silently
@@ -52,8 +71,42 @@ func (f daemonFlags) check() error {
 		return usagef("--request-rate %v: want a finite number greater than 0 (requests per second)", f.rate)
 	case f.burst < 1:
 		return usagef("--request-burst %d: want at least 1", f.burst)
+	case f.maxConns < 1:
+		return usagef("--max-connections %d: want at least 1", f.maxConns)
+	case f.maxStreams < 1:
+		return usagef("--max-streams-per-connection %d: want at least 1", f.maxStreams)
+	case f.adminMaxConns < 1:
+		return usagef("--admin-max-connections %d: want at least 1", f.adminMaxConns)
+	case f.adminReadTimeout <= 0:
+		return usagef("--admin-read-timeout %v: want a positive duration", f.adminReadTimeout)
+	case f.maxApplies < 1:
+		return usagef("--max-concurrent-applies %d: want at least 1", f.maxApplies)
+	case f.maxApplyBytes < 1:
+		return usagef("--max-apply-bytes-in-flight %d: want at least 1", f.maxApplyBytes)
 	}
 	return nil
+}
+
+// withDefaults fills in the limits left zero (flags set by code, not
+// parsed: the flags' own defaults).
+func (f daemonFlags) withDefaults() daemonFlags {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&f.maxConns, defaultMaxConns)
+	def(&f.maxStreams, defaultMaxStreams)
+	def(&f.adminMaxConns, defaultAdminMaxConns)
+	if f.adminReadTimeout <= 0 {
+		f.adminReadTimeout = defaultAdminReadTimeout
+	}
+	return f
+}
+
+// applyLimits are the bounds on admin writes.
+func (f daemonFlags) applyLimits() admin.Limits {
+	return admin.Limits{Concurrent: f.maxApplies, Bytes: f.maxApplyBytes}
 }
 
 func (f daemonFlags) protocolOptions() protocol.Options {
@@ -81,20 +134,25 @@ type daemon struct {
 // listen binds the xDS address and, unless it is empty, the admin one, for
 // the xDS services register adds and the admin handler. Nothing is served
 // before start.
-func listen(f daemonFlags, register func(*grpc.Server), adminHandler http.Handler) (*daemon, error) {
+func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server), adminHandler http.Handler) (*daemon, error) {
+	f = f.withDefaults()
 	lis, err := net.Listen("tcp", f.xdsAddr)
 	if err != nil {
 		return nil, fmt.Errorf("xDS listener: %w", err)
 	}
-	d := &daemon{lis: lis, errc: make(chan error, 4)} // one each: gRPC, admin, and the caller's (serve's store follower)
+	d := &daemon{lis: newLimitListener(lis, f.maxConns, "xds", reg), errc: make(chan error, 4)} // one each: gRPC, admin, and the caller's (serve's store follower)
 	if f.adminAddr != "" {
-		if d.alis, err = net.Listen("tcp", f.adminAddr); err != nil {
+		alis, err := net.Listen("tcp", f.adminAddr)
+		if err != nil {
 			lis.Close()
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
-		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
+		d.alis = newLimitListener(alis, f.adminMaxConns, "admin", reg)
+		// Slow or idle admin clients cannot hold connections for long.
+		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: f.adminReadTimeout, IdleTimeout: 2 * time.Minute}
 	}
-	d.g = grpc.NewServer(protocol.ServerCodec(), grpc.MaxRecvMsgSize(f.maxMsg),
+	d.g = grpc.NewServer(protocol.ServerCodec(), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	register(d.g)

@@ -82,7 +82,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	d, err := listen(f.daemonFlags, r.Register, admin.Handler(admin.Options{
+	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
 		Clients:  func() any { return r.Clients() },
 		Upstream: func() any { return r.Upstreams() },

@@ -53,6 +53,10 @@ type Options struct {
 	// refuses such a resource unless forced (?force=true): the directory
 	// would still define it.
 	Owner func(ctx context.Context, typeURL, name string, constraints *string) (string, error)
+	// Limits bound the writes in progress.
+	Limits Limits
+	// Registerer receives the handler's own metrics (none when nil).
+	Registerer prometheus.Registerer
 	// Logger logs applies and deletes.
 	Logger *slog.Logger
 }
@@ -72,8 +76,9 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /readyz", a.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/resources", a.list)
-	mux.HandleFunc("POST /v1/apply", a.apply)
-	mux.HandleFunc("DELETE /v1/resources", a.delete)
+	gate := newWriteGate(o.Limits, o.Registerer)
+	mux.HandleFunc("POST /v1/apply", gate.admit(a.apply))
+	mux.HandleFunc("DELETE /v1/resources", gate.admit(a.delete))
 	mux.HandleFunc("GET /v1/clients", a.clients)
 	// Go's profiler, for an operator chasing CPU or memory.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

@@ -65,6 +65,7 @@ type stream struct {
 	types      map[string]*typeState
 	nonces     uint64
 	watchCount int
+	declared   int // initial_resource_versions entries taken, all types
 	requests   int
 	limiter    limiter
 	// ended: the stream has unsubscribed everything (it is over), so a
@@ -495,11 +496,18 @@ func truncate(s string, n int) string {
 // its replacement goes out with its deletion by resource_name, in one
 // response (TP2); a version no current variant has is held as a version
 // alone.
-func (s *stream) declare(ts *typeState, req *discoveryv3.DeltaDiscoveryRequest) {
+func (s *stream) declare(ts *typeState, req *discoveryv3.DeltaDiscoveryRequest) error {
 	declared := req.GetInitialResourceVersions()
 	if len(declared) == 0 {
-		return
+		return nil
 	}
+	// What a client declares is state the stream keeps, like its
+	// subscriptions: it counts against the same bound.
+	if s.declared+len(declared) > s.srv.opts.MaxSubscriptions {
+		return status.Errorf(codes.ResourceExhausted, "initial_resource_versions: more than %d resources declared on one stream",
+			s.srv.opts.MaxSubscriptions)
+	}
+	s.declared += len(declared)
 	byLocator := map[string]bool{}
 	for _, l := range req.GetResourceLocatorsSubscribe() {
 		byLocator[canonical(l.GetName())] = true
@@ -519,6 +527,7 @@ func (s *stream) declare(ts *typeState, req *discoveryv3.DeltaDiscoveryRequest) 
 			ts.setHeld(n, &held{variants: []heldVariant{hv}})
 		}
 	})
+	return nil
 }
 
 // handleDelta applies a delta request (docs/protocol.md §2).
@@ -542,7 +551,9 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	if first {
 		// §2.9: a reconnecting client lists what it holds; nothing it
 		// already has is sent again (§6.6).
-		s.declare(ts, req)
+		if err := s.declare(ts, req); err != nil {
+			return err
+		}
 	}
 	changed := false
 	defer ts.commit()

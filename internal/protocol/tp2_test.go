@@ -439,3 +439,23 @@ func TestTP2_4_3_DeclaredVariantReplacedInOneResponse(t *testing.T) {
 	})
 	expect(t, d.Recv(), "route.v3.RouteConfiguration: r [env=test] -r [exists(env)]")
 }
+
+// docs/architecture.md §6: what a reconnecting delta client declares in
+// initial_resource_versions is kept per stream, so it counts against the
+// same bound as subscriptions.
+func TestDeclaredVersionsCountAgainstTheLimit(t *testing.T) {
+	h := newHarness(t, func(o *protocol.Options) { o.MaxSubscriptions = 3 })
+	c := h.delta(nil)
+	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"a"},
+		InitialResourceVersions: map[string]string{"a": "1", "b": "1", "c": "1", "d": "1"}})
+	select {
+	case err := <-c.Errs:
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "initial_resource_versions") {
+			t.Fatalf("err = %v", err)
+		}
+	case r := <-c.Resps:
+		t.Fatalf("answered over the limit: %v", describe(r))
+	case <-time.After(wait):
+		t.Fatal("stream not ended")
+	}
+}
