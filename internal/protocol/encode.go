@@ -189,6 +189,15 @@ type cached struct {
 	body []byte
 }
 
+// clear drops every cached encoding.
+func (c *bodyCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = map[uint64]*list.Element{}
+	c.lru.Init()
+	c.bytes = 0
+}
+
 func newBodyCache(maxBytes int) *bodyCache {
 	return &bodyCache{seed: maphash.MakeSeed(), entries: map[uint64]*list.Element{}, maxBytes: maxBytes}
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"strings"
 	"sync"
+	"time"
 	"unique"
 
 	"github.com/xdsd/xdsd/internal/db"
@@ -13,13 +14,25 @@ import (
 // shared, copy-on-write heldSet), and has the same work pending at the same
 // revision get the same responses and the same next held set. So N streams
 // subscribed alike cost one computation and one encoding per change, and
-// each stream only sends (docs/architecture.md §5). Only the current revision's
-// entries are kept.
+// each stream only sends (docs/architecture.md §5).
+//
+// Entries are worth keeping only while streams in step still come for
+// them: the fan-out of one change. So only the current revision's entries
+// are kept, and those are dropped once the memo has gone unused for
+// memoIdle (or the last stream ends) — entries hold their streams' held
+// sets and responses, and must not outlive the streams (a client opening
+// and closing streams with distinct name sets would otherwise grow the
+// server until the next revision).
 type memo struct {
-	mu  sync.Mutex
-	rev int64
-	m   map[memoKey]*memoEntry
+	mu    sync.Mutex
+	rev   int64
+	m     map[memoKey]*memoEntry
+	used  bool        // got since the sweeper last looked
+	sweep *time.Timer // runs while m holds entries
 }
+
+// memoIdle is how long the memo keeps entries nobody asks for.
+const memoIdle = 2 * time.Second
 
 type memoKey struct {
 	typ       string
@@ -96,12 +109,39 @@ func (m *memo) get(k memoKey) (*memoEntry, bool) {
 	if k.rev > m.rev || m.m == nil {
 		m.rev, m.m = k.rev, map[memoKey]*memoEntry{}
 	}
+	m.used = true
+	if m.sweep == nil {
+		m.sweep = time.AfterFunc(memoIdle, m.sweepIdle)
+	}
 	if e, ok := m.m[k]; ok {
 		return e, false
 	}
 	e := &memoEntry{done: make(chan struct{})}
 	m.m[k] = e
 	return e, true
+}
+
+// sweepIdle drops the entries if nothing used them since the last look,
+// and looks again later otherwise.
+func (m *memo) sweepIdle() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.used {
+		m.used = false
+		m.sweep.Reset(memoIdle)
+		return
+	}
+	m.m, m.sweep = nil, nil
+}
+
+// clear drops every entry (the last stream ended, or the server closes).
+func (m *memo) clear() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sweep != nil {
+		m.sweep.Stop()
+	}
+	m.m, m.sweep, m.used = nil, nil, false
 }
 
 // compute runs (or shares) one type's computation for a stream.

@@ -162,7 +162,13 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		st.unsubscribeAll()
 		s.mu.Lock()
 		delete(s.streams, st.id)
+		last := len(s.streams) == 0
 		s.mu.Unlock()
+		if last {
+			// Nothing shared is of use to anyone now: let it go.
+			s.memo.clear()
+			s.cache.clear()
+		}
 		s.metrics.streams.WithLabelValues(st.kind()).Dec()
 	}()
 	err := st.run(ctx)

@@ -106,7 +106,11 @@ type SotW struct {
 	firstNode   *corev3.Node
 	barrierN    int
 	secretNonce string
+	cancel      context.CancelFunc
 }
+
+// Close ends the stream (the client goes away).
+func (c *SotW) Close() { c.cancel() }
 
 // NewSotW opens a SotW ADS stream on conn; n goes on its first request.
 func NewSotW(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *SotW {
@@ -117,7 +121,7 @@ func NewSotW(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *SotW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &SotW{t: t, s: s}
+	c := &SotW{t: t, s: s, cancel: cancel}
 	c.Resps, c.Errs = pump(s.Recv)
 	if n != nil {
 		c.firstNode = n
