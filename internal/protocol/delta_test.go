@@ -393,3 +393,20 @@ func TestDelta_2_9_ReconnectWithVariants(t *testing.T) {
 		ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
 	expect(t, f.Recv(), "route.v3.RouteConfiguration: -r")
 }
+
+// A client that half-closes its stream sends no more requests but still
+// gets what it subscribed to: the server goes on sending (gRPC allows it)
+// until the client goes away, and an update in flight is not dropped.
+func TestHalfClosedStreamStillGetsUpdates(t *testing.T) {
+	h := newHarness(t)
+	h.put(cluster("a"))
+	c := h.delta(nil)
+	c.Sub(resource.ClusterURL, "a")
+	c.Ack(c.Recv())
+	c.CloseSend()
+	h.put(clusterTagged("a", "changed"))
+	r := c.Recv()
+	if len(r.Resources) != 1 || r.Resources[0].Name != "a" {
+		t.Fatalf("after half-close: %s", describe(r))
+	}
+}

@@ -1,7 +1,10 @@
 package protocol_test
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -119,5 +122,49 @@ func TestStatus_HeldVariants(t *testing.T) {
 	held := h.typeStatus(resource.RouteURL).Held
 	if len(held) != 1 || held[0].Name != "r" || held[0].Constraints != "env=prod" || held[0].Version == "" || held[0].Variant == nil {
 		t.Fatalf("held %+v; want r [env=prod] with its version", held)
+	}
+}
+
+// countingWriter counts what the server logs.
+type countingWriter struct {
+	mu    sync.Mutex
+	bytes int
+	lines int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.bytes += len(p)
+	w.lines += bytes.Count(p, []byte("\n"))
+	return len(p), nil
+}
+
+// A stream sending NACK after NACK with huge details cannot flood the log:
+// NACK lines are rate-limited per stream (with a count of those held
+// back) and the client's text is truncated.
+func TestNackLogCannotFlood(t *testing.T) {
+	var w countingWriter
+	h := newHarness(t, func(o *protocol.Options) { o.Logger = slog.New(slog.NewTextHandler(&w, nil)) })
+	h.put(route("r", "", "c1"))
+	c := h.sotw(node("flooder", nil))
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	r := c.Recv()
+	detail := strings.Repeat("y", 100<<10)
+	const nacks = 50
+	for range nacks {
+		c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
+			ErrorDetail: &status.Status{Code: 13, Message: detail}})
+	}
+	c.Barrier(h.putSecret)
+	if n := h.typeStatus(resource.RouteURL).Nacks; n != nacks {
+		t.Fatalf("%d NACKs recorded, want %d", n, nacks)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// One line for the connection, one or a few for the NACKs (a slow
+	// machine may cross a second).
+	if w.bytes > 20<<10 || w.lines > 10 {
+		t.Fatalf("%d NACKs of 100 KiB logged %d lines, %d bytes", nacks, w.lines, w.bytes)
 	}
 }

@@ -2,8 +2,10 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -66,6 +68,7 @@ type stream struct {
 	nonces     uint64
 	watchCount int
 	declared   int // initial_resource_versions entries taken, all types
+	nackLog    logLimit
 	requests   int
 	limiter    limiter
 	// ended: the stream has unsubscribed everything (it is over), so a
@@ -108,7 +111,13 @@ func (s *stream) run(ctx context.Context) error {
 		case <-hb.C:
 			s.timerDue(time.Now())
 		case err := <-recvErr:
-			return err
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
+			// The client half-closed: it sends no more requests, but
+			// gRPC lets the server go on sending, and what it subscribed
+			// to may still change. Serve it until it goes away.
+			recvErr = nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -458,8 +467,10 @@ func (s *stream) ackOrNack(ts *typeState, nonce, sent, claimed, msg string, nack
 		}
 		ts.nacks++
 		ts.counters(s.srv.metrics).nacks.Inc()
-		s.srv.log.Warn("NACK", "stream", s.id, "node", s.node.GetId(), "type", ts.typ.Name, "nonce", nonce,
-			"rejected_version", sent, "error", truncate(msg, maxLoggedText))
+		if suppressed, ok := s.nackLog.allow(now); ok {
+			s.srv.log.Warn("NACK", "stream", s.id, "node", truncate(s.node.GetId(), maxLoggedText), "type", ts.typ.Name, "nonce", nonce,
+				"rejected_version", sent, "error", truncate(msg, maxLoggedText), "suppressed_since_last", suppressed)
+		}
 		return
 	}
 	if claimed != sent {
@@ -471,6 +482,27 @@ func (s *stream) ackOrNack(ts *typeState, nonce, sent, claimed, msg string, nack
 	}
 	ts.ackVersion, ts.ackNonce, ts.ackAt = sent, nonce, now
 	ts.counters(s.srv.metrics).acks.Inc()
+}
+
+// logLimit lets one line through per logEvery for a stream's repeated
+// event, counting what it held back, so that no client can flood the log.
+type logLimit struct {
+	last       time.Time
+	suppressed int
+}
+
+const logEvery = time.Second
+
+// allow reports whether to log now, and how many were held back since the
+// last line logged.
+func (l *logLimit) allow(now time.Time) (int, bool) {
+	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
+		l.suppressed++
+		return 0, false
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return n, true
 }
 
 // maxLoggedText bounds client-supplied text (NACK details) in logs and

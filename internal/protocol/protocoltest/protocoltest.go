@@ -229,6 +229,15 @@ func NewDelta(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *Delta {
 	return c
 }
 
+// CloseSend half-closes the stream: no more requests, responses still
+// arrive.
+func (c *Delta) CloseSend() {
+	c.t.Helper()
+	if err := c.s.CloseSend(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // Send sends a request; the stream's node goes on the first.
 func (c *Delta) Send(r *discoveryv3.DeltaDiscoveryRequest) {
 	c.t.Helper()
