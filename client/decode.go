@@ -95,6 +95,13 @@ func (ch *channel) decodeSotW(t *upType, r *discoveryv3.DiscoveryResponse) *deco
 			}
 			payload = res.Resource
 			dnc = res.GetCacheControl().GetDoNotCache()
+			if res.GetVersion() != "" {
+				// The resource's own version, as delta carries it: the
+				// same identifier on both transports and in the server's
+				// admin views (the response's version_info still goes in
+				// the ACK).
+				version = res.GetVersion()
+			}
 			if payload == nil {
 				d.reject(n, "wrapped resource without a payload")
 				continue
