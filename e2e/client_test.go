@@ -13,8 +13,8 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
-	"sigs.k8s.io/yaml"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/resource"

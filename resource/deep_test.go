@@ -63,7 +63,7 @@ func TestDecodeDeepDocumentAllocatesLinearly(t *testing.T) {
 	doc := []byte(deepClusterYAML(9000))
 	var err error
 	n := allocated(func() { _, err = Decode("deep.yaml", doc) })
-	if err == nil || !strings.Contains(err.Error(), "deep.yaml: document 1 (line 1): metadata.filter_metadata[\"x\"].fields[\"k\"]") ||
+	if err == nil || !strings.Contains(err.Error(), "deep.yaml:6:7: document 1: metadata.filter_metadata[\"x\"].fields[\"k\"]") ||
 		!strings.Contains(err.Error(), "messages nested more than 100 deep") {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestNestingLimitMatchesDecoder(t *testing.T) {
 			c := &clusterv3.Cluster{Name: "a", Metadata: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"x": nestedStruct(n + 1)}}}
 			b, _ := proto.Marshal(c)
 			derr = proto.UnmarshalOptions{RecursionLimit: MaxNesting}.Unmarshal(b, &m)
-			if !strings.Contains(err.Error(), "n.yaml: document 1 (line 1): metadata.filter_metadata") || !strings.Contains(err.Error(), "nested more than 100 deep") {
+			if !strings.Contains(err.Error(), "n.yaml:6:7: document 1: metadata.filter_metadata") || !strings.Contains(err.Error(), "nested more than 100 deep") {
 				t.Errorf("depth %d: error %v, want one naming the field and the limit", n, err)
 			}
 		}
@@ -130,7 +130,7 @@ func TestNestingLimitInsideAny(t *testing.T) {
 		t.Errorf("the Any's contents do not decode with the limit: %v", err)
 	}
 	_, err = Decode("a.yaml", []byte(inner(40)))
-	if err == nil || !strings.Contains(err.Error(), `a.yaml: document 1 (line 1): metadata.typed_filter_metadata["x"].fields["k"]`) {
+	if err == nil || !strings.Contains(err.Error(), `a.yaml:6:7: document 1: metadata.typed_filter_metadata["x"].fields["k"]`) {
 		t.Errorf("40 deep in an Any: %v, want the nesting error inside it", err)
 	}
 }

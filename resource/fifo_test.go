@@ -42,7 +42,7 @@ func TestLoadDirWithFIFO(t *testing.T) {
 		t.Fatal("Load of a directory holding a FIFO blocked")
 	}
 	want := fifo + ": not a regular file (a FIFO): only regular files in a directory are read\n" +
-		filepath.Join(dir, "c.yaml") + `: document 1 (line 1): envoy.config.cluster.v3.Cluster a is defined twice; first in ` + filepath.Join(dir, "a.yaml") + " document 1 (line 1)"
+		filepath.Join(dir, "c.yaml") + `:1:1: document 1: envoy.config.cluster.v3.Cluster a is defined twice; first in ` + filepath.Join(dir, "a.yaml") + ":1 (document 1)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Load: %v\nwant %s", err, want)
 	}

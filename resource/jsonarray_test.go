@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -28,25 +29,26 @@ func TestJSONArrayLines(t *testing.T) {
 		"  {" + cl + ",\n" + `   "name": "b"}, {` + cl + `, "name": "c"},` + "\n" +
 		"  {" + cl + ",\n" + `   "name": "d",` + "\n" + `   "name": "e"},` + "\n" +
 		"  {" + cl + `, "name": "f"}` + "\n]\n"
-	docs, errs := splitJSON("a.json", []byte(src))
-	if want := `a.json: document 4 (line 6): name: duplicate key "name" on line 8: a key may appear only once in an object (otherwise the last would silently win)`; errs.err() == nil || errs.err().Error() != want {
-		t.Errorf("errors: %v\nwant %s", errs.err(), want)
+	var docs []*Document
+	err := DecodeReader("a.json", strings.NewReader(src), JSON, func(d *Document) error { docs = append(docs, d); return nil })
+	if want := `a.json:8:4: document 4: name: duplicate key "name" (first on line 7): a key may appear only once in an object (otherwise the last would silently win)`; err == nil || err.Error() != want {
+		t.Errorf("errors: %v\nwant %s", err, want)
 	}
 	var got []string
 	for _, d := range docs {
-		got = append(got, fmt.Sprintf("%d:%d", d.loc.Index, d.loc.Line))
+		got = append(got, fmt.Sprintf("%d:%d:%d", d.Index, d.Line, d.Column))
 	}
-	if want := "1:2 2:4 3:5 5:9"; strings.Join(got, " ") != want {
+	if want := "1:2:3 2:4:3 3:5:18 5:9:3"; strings.Join(got, " ") != want {
 		t.Errorf("documents at %v, want %s", got, want)
 	}
 
-	docs, errs = splitJSON("b.json", jsonArray(3000))
-	if len(errs) > 0 || len(docs) != 3000 {
-		t.Fatalf("%d documents, errors %v", len(docs), errs.err())
+	docs = nil
+	if err := DecodeReader("b.json", bytes.NewReader(jsonArray(3000)), JSON, func(d *Document) error { docs = append(docs, d); return nil }); err != nil || len(docs) != 3000 {
+		t.Fatalf("%d documents, errors %v", len(docs), err)
 	}
 	for i, d := range docs {
-		if d.loc.Index != i+1 || d.loc.Line != i+2 {
-			t.Fatalf("document %d at index %d line %d, want line %d", i+1, d.loc.Index, d.loc.Line, i+2)
+		if d.Index != i+1 || d.Line != i+2 {
+			t.Fatalf("document %d at index %d line %d, want line %d", i+1, d.Index, d.Line, i+2)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package resource
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -75,69 +74,72 @@ func checkRedirect(m proto.Message, t *Type) error {
 // InlineEntry proto's (which adds ~ and :).
 var entryNameRE = regexp.MustCompile(`^[0-9a-zA-Z_\-.~:/]+$`)
 
-// decodeCollection decodes a TP1 list collection (<T>Collection). Its entries
-// are always treated as repeated field 1: ClusterCollection and
-// LbEndpointCollection declare the field singular, which cannot hold a list
-// (docs/protocol.md §6.4), so we encode the list ourselves.
-func decodeCollection(loc Location, resPath string, typ *Type, res map[string]json.RawMessage, errs ErrorList) (proto.Message, []byte, ErrorList) {
-	for k := range res {
-		if k != "entries" && k != "resources" {
-			return nil, nil, append(errs, loc.errorf(joinPath(resPath, k), "unknown field (a list collection has only entries)"))
+// decodeCollection decodes a TP1 list collection (<T>Collection), whose
+// members are res. Its entries are always treated as repeated field 1:
+// ClusterCollection and LbEndpointCollection declare the field singular,
+// which cannot hold a list (docs/protocol.md §6.4), so we encode the list
+// ourselves.
+func decodeCollection(t *docText, resPath string, typ *Type, res []member, errs ErrorList) (proto.Message, []byte, ErrorList) {
+	js := t.js
+	var list *member
+	for i, m := range res {
+		switch m.key {
+		case "@type":
+		case "entries", "resources":
+			list = &res[i]
+		default:
+			return nil, nil, append(errs, t.errAt(m.keyOff, joinPath(resPath, m.key), "unknown field (a list collection has only entries)"))
 		}
 	}
-	raw := res["entries"]
-	if raw == nil {
-		raw = res["resources"]
-	}
-	var items []json.RawMessage
-	if raw != nil {
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, nil, append(errs, loc.errorf(joinPath(resPath, "entries"), "must be a list"))
+	var items []int
+	if list != nil && string(js[list.valOff:list.valEnd]) != "null" {
+		if js[list.valOff] != '[' {
+			return nil, nil, append(errs, t.errAt(list.valOff, joinPath(resPath, "entries"), "must be a list"))
 		}
+		items = elements(js, list.valOff)
 	}
 	var body []byte
 	names := map[string]bool{}
 	for i, it := range items {
 		p := fmt.Sprintf("%s[%d]", joinPath(resPath, "entries"), i)
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(it, &m); err != nil {
-			errs = append(errs, loc.errorf(p, "must be an object with locator or inline_entry"))
+		if js[it] != '{' {
+			errs = append(errs, t.errAt(it, p, "must be an object with locator or inline_entry"))
 			continue
 		}
 		e := &xdscorev3.CollectionEntry{}
-		if perrs := unmarshalJSON(loc, p, m, e); len(perrs) > 0 {
-			errs = append(errs, perrs...)
+		if perr := t.unmarshal(js[it:skipValue(js, it)], it, e); perr != nil {
+			errs = append(errs, perr)
 			continue
 		}
 		for _, fe := range validateAuthored(e, 2) {
-			errs = append(errs, loc.errorf(joinPath(p, fe.Path), "%s", fe.Msg))
+			errs = append(errs, t.errPath(joinPath(p, fe.Path), "%s", fe.Msg))
 		}
 		switch x := e.ResourceSpecifier.(type) {
 		case *xdscorev3.CollectionEntry_Locator:
 			n, err := name.FromLocator(x.Locator)
 			switch {
 			case err != nil:
-				errs = append(errs, loc.errorf(joinPath(p, "locator"), "%v", err))
+				errs = append(errs, t.errPath(joinPath(p, "locator"), "%v", err))
 			case n.Type != typ.Element.Name:
-				errs = append(errs, loc.errorf(joinPath(p, "locator"), "%s is a %s, but a %s holds %s resources", n, n.Type, typ.Name, typ.Element.Name))
+				errs = append(errs, t.errPath(joinPath(p, "locator"), "%s is a %s, but a %s holds %s resources", n, n.Type, typ.Name, typ.Element.Name))
 			}
 		case *xdscorev3.CollectionEntry_InlineEntry_:
 			ie := x.InlineEntry
 			if ie.GetName() != "" {
 				if !entryNameRE.MatchString(ie.Name) {
-					errs = append(errs, loc.errorf(joinPath(p, "inline_entry.name"), "%q is not a valid entry name ([a-zA-Z0-9_-./~:]+)", ie.Name))
+					errs = append(errs, t.errPath(joinPath(p, "inline_entry.name"), "%q is not a valid entry name ([a-zA-Z0-9_-./~:]+)", ie.Name))
 				} else if names[ie.Name] {
-					errs = append(errs, loc.errorf(joinPath(p, "inline_entry.name"), "entry name %q repeated: names must be unique in a collection", ie.Name))
+					errs = append(errs, t.errPath(joinPath(p, "inline_entry.name"), "entry name %q repeated: names must be unique in a collection", ie.Name))
 				}
 				names[ie.Name] = true
 			}
 			if ie.GetResource().GetTypeUrl() != typ.Element.URL {
-				errs = append(errs, loc.errorf(joinPath(p, "inline_entry.resource"), "holds a %s, but a %s holds %s resources", strings.TrimPrefix(ie.GetResource().GetTypeUrl(), TypePrefix), typ.Name, typ.Element.Name))
+				errs = append(errs, t.errPath(joinPath(p, "inline_entry.resource"), "holds a %s, but a %s holds %s resources", strings.TrimPrefix(ie.GetResource().GetTypeUrl(), TypePrefix), typ.Name, typ.Element.Name))
 			}
 		}
 		b, err := Marshal(e)
 		if err != nil {
-			errs = append(errs, loc.errorf(p, "%v", err))
+			errs = append(errs, t.errAt(it, p, "%v", err))
 			continue
 		}
 		body = protowire.AppendTag(body, 1, protowire.BytesType)

@@ -3,7 +3,6 @@ package resource
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -77,27 +76,7 @@ type walker struct {
 	tooDeep bool // the limit was reported: once is enough
 }
 
-func (w *walker) path() string {
-	var b strings.Builder
-	for _, s := range w.segs {
-		switch s.kind {
-		case 'i':
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(s.index))
-			b.WriteByte(']')
-		case 'k':
-			b.WriteByte('[')
-			b.WriteString(strconv.Quote(s.name))
-			b.WriteByte(']')
-		default:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s.name)
-		}
-	}
-	return b.String()
-}
+func (w *walker) path() string { return pathSegs(w.segs).String() }
 
 func (w *walker) push(s pathSeg) { w.segs = append(w.segs, s) }
 func (w *walker) pop()           { w.segs = w.segs[:len(w.segs)-1] }

@@ -110,7 +110,7 @@ func call(req *http.Request, out any) error {
 		}
 		msg := eb.Message
 		for _, e := range eb.Errors {
-			msg += "\n  " + (&resource.DocError{Source: e.Source, Index: e.Document, Line: e.Line, Path: e.Path, Msg: e.Message}).Error()
+			msg += "\n  " + (&resource.DocError{Source: e.Source, Index: e.Document, Line: e.Line, Column: e.Column, Path: e.Path, Msg: e.Message}).Error()
 		}
 		return errors.New(msg)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,8 +17,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
@@ -226,6 +225,22 @@ func render(e client.Event, typ *resource.Type) Result {
 	return r
 }
 
+// sortedJSON is v as JSON with the keys of every object sorted, so that
+// YAML output lists fields in one predictable order.
+func sortedJSON(v any) ([]byte, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	return json.Marshal(generic)
+}
+
 func printResults(w io.Writer, format string, rs []Result, stream bool) error {
 	switch format {
 	case "json":
@@ -244,11 +259,11 @@ func printResults(w io.Writer, format string, rs []Result, stream bool) error {
 		return enc.Encode(rs)
 	case "yaml":
 		for _, r := range rs {
-			js, err := json.Marshal(r)
+			js, err := sortedJSON(r)
 			if err != nil {
 				return err
 			}
-			y, err := yaml.JSONToYAML(js)
+			y, err := resource.JSONToYAML(js)
 			if err != nil {
 				return err
 			}

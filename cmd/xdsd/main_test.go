@@ -126,11 +126,11 @@ var badInputs = []struct {
 	name, src string
 	want      []string
 }{
-	{"malformed name", cl + "name: \"xdstp://a/envoy.config.cluster.v3.Cluster/x%zz\"\n", []string{"bad.yaml: document 1 (line 1): name:", "at byte 43", "percent-escape"}},
-	{"bad constraint syntax", "constraints: env==prod\nresource:\n  " + cl + "  name: c\n", []string{"bad.yaml: document 1 (line 1): constraints:", "at byte"}},
+	{"malformed name", cl + "name: \"xdstp://a/envoy.config.cluster.v3.Cluster/x%zz\"\n", []string{"bad.yaml:2:7: document 1: name:", "at byte 43", "percent-escape"}},
+	{"bad constraint syntax", "constraints: env==prod\nresource:\n  " + cl + "  name: c\n", []string{"bad.yaml:1:14: document 1: constraints:", "at byte"}},
 	{"overlapping variants", "constraints: env=prod || env=test\nresource:\n  " + cl + "  name: c\n---\nconstraints: env=qa || env=test\nresource:\n  " + cl + "  name: c\n", []string{"overlap", "both match {env=test}"}},
 	{"different key sets", "constraints: env=prod\nresource:\n  " + cl + "  name: c\n---\nconstraints: env=test && version=v1\nresource:\n  " + cl + "  name: c\n", []string{"constrains [env] but", "[env, version]"}},
-	{"payload fails ValidateAll", "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: vh\n  domains: []\n", []string{"bad.yaml: document 1 (line 1): virtual_hosts[0].domains: value must contain at least 1 item(s)"}},
+	{"payload fails ValidateAll", "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: vh\n  domains: []\n", []string{"bad.yaml:5:12: document 1: virtual_hosts[0].domains: value must contain at least 1 item(s)"}},
 	{"name/payload mismatch", "name: a\nresource:\n  " + cl + "  name: b\n", []string{"resource.name:", `"b" differs from the resource name "a"`}},
 }
 

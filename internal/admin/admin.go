@@ -131,6 +131,7 @@ type DocError struct {
 	Source   string `json:"source,omitempty"`
 	Document int    `json:"document,omitempty"`
 	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
 	Path     string `json:"path,omitempty"`
 	Message  string `json:"message"`
 }
@@ -150,7 +151,7 @@ func writeError(w http.ResponseWriter, code int, err error) {
 	if errors.As(err, &list) {
 		body.Message = fmt.Sprintf("%d invalid document(s); nothing was applied", len(list))
 		for _, e := range list {
-			body.Errors = append(body.Errors, DocError{Source: e.Source, Document: e.Index, Line: e.Line, Path: e.Path, Message: e.Msg})
+			body.Errors = append(body.Errors, DocError{Source: e.Source, Document: e.Index, Line: e.Line, Column: e.Column, Path: e.Path, Message: e.Msg})
 		}
 	}
 	writeJSON(w, code, body)

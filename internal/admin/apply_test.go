@@ -34,7 +34,7 @@ func TestApplyJSONIsStrict(t *testing.T) {
 	}
 	const lax = `{'@type': 'type.googleapis.com/envoy.config.cluster.v3.Cluster', "name": "a",}`
 	code, body := post("application/json; charset=utf-8", lax)
-	if code != http.StatusBadRequest || !strings.Contains(body, `"line": 1,`) || !strings.Contains(body, `invalid JSON at column 2: invalid character`) {
+	if code != http.StatusBadRequest || !strings.Contains(body, `"line": 1,`) || !strings.Contains(body, `"column": 2,`) || !strings.Contains(body, `invalid JSON: invalid character`) {
 		t.Errorf("lax JSON as application/json: %d %s", code, body)
 	}
 	if st.Rev() != 0 {

@@ -1,0 +1,513 @@
+package resource
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// This file reads sources as streams: a source of any size is decoded a
+// document at a time, on every core, and handed to the caller in order,
+// so that memory grows with what the caller keeps, not with the source.
+
+// MaxDocumentBytes bounds one document of a source (a YAML document, or
+// an element of a JSON array). Sources themselves are not bounded.
+const MaxDocumentBytes = 64 << 20
+
+// Format says how a source is read.
+type Format int
+
+const (
+	// Auto reads YAML. A source that is valid JSON is read as JSON, and one
+	// that starts like JSON but is neither is reported as broken JSON.
+	Auto Format = iota
+	// JSON reads strict JSON: one object, or an array of objects. YAML
+	// would also take single quotes, a trailing comma or unquoted keys,
+	// which other JSON tools then refuse.
+	JSON
+)
+
+// FormatOf is the format of a file by its name: JSON for *.json.
+func FormatOf(name string) Format {
+	if strings.EqualFold(filepath.Ext(name), ".json") {
+		return JSON
+	}
+	return Auto
+}
+
+// positions map an offset of a document's JSON to a line and column of
+// its source.
+type positions interface {
+	at(off int) (line, col int)
+}
+
+// docText is one document of a source as JSON, before decoding, with the
+// way back to the source.
+type docText struct {
+	loc Location
+	js  []byte
+	pos positions
+	// unchecked is JSON as written, not yet known to be valid; JSON made
+	// from YAML is.
+	unchecked bool
+}
+
+// errAt is an error about what starts at offset off of the document's
+// JSON.
+func (d *docText) errAt(off int, path, format string, args ...any) *DocError {
+	e := d.loc.errorf(path, format, args...)
+	if l, c := d.pos.at(off); l > 0 {
+		e.Line, e.Column = l, c
+	}
+	return e
+}
+
+// errPath is an error about a field path of the document, placed where
+// the field (or the deepest part of its path that exists) is written.
+func (d *docText) errPath(path, format string, args ...any) *DocError {
+	return d.errAt(offsetOf(d.js, path), path, format, args...)
+}
+
+// ReadError is a failure to read a source (as opposed to a problem with
+// what it holds).
+type ReadError struct {
+	Source string
+	Err    error
+}
+
+func (e *ReadError) Error() string { return e.Source + ": reading: " + e.Err.Error() }
+
+// Unwrap returns the reader's error.
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// DecodeReader reads the documents of one source (named source in
+// errors) from r and calls fn with each valid one, in order, on the
+// calling goroutine. Documents are decoded on every core; the source is
+// read a document at a time. It returns nil; fn's error, having stopped
+// at it; a *ReadError; or an ErrorList of every invalid
+// document. A caller applying a batch must apply nothing unless it
+// returns nil. Set checks (SetCheck) are the caller's.
+func DecodeReader(source string, r io.Reader, f Format, fn func(*Document) error) error {
+	st := &stream{source: source, fn: fn}
+	if err := st.run(r, f); err != nil {
+		return err
+	}
+	return st.errs.err()
+}
+
+// maxErrors bounds the problems reported for one source: past them, the
+// rest of the source is still read, and counted.
+const maxErrors = 1000
+
+// stream decodes one source.
+type stream struct {
+	source   string
+	fn       func(*Document) error
+	errs     ErrorList
+	dropped  int
+	reparsed atomic.Int32
+	base     int // documents of YAML chunks handed over so far
+}
+
+func (st *stream) addErrs(errs ErrorList) {
+	for _, e := range errs {
+		if len(st.errs) < maxErrors {
+			st.errs = append(st.errs, e)
+		} else {
+			st.dropped++
+		}
+	}
+}
+
+// job is one unit of work, decoded off the reading goroutine: a JSON
+// document, or a YAML chunk (which may hold a list of documents).
+type job struct {
+	text  *docText
+	chunk *yamlChunk
+	docs  []*Document
+	errs  ErrorList
+	n     int // documents in a chunk, numbered from 1 within it
+	done  chan struct{}
+}
+
+func (st *stream) work(j *job) {
+	keep := func(t *docText) {
+		d, errs := decodeDoc(t)
+		if d != nil {
+			j.docs = append(j.docs, d)
+		}
+		j.errs = append(j.errs, errs...)
+	}
+	switch {
+	case j.text != nil:
+		keep(j.text)
+	case j.chunk != nil:
+		ys := yamlSource{source: st.source, reparsed: &st.reparsed}
+		ys.chunk(*j.chunk, keep, func(e ErrorList) { j.errs = append(j.errs, e...) })
+		j.n = ys.index
+	}
+}
+
+// run reads r and hands each document to fn in order: one goroutine
+// splits the source into jobs, workers decode them, and this goroutine
+// collects them in order.
+func (st *stream) run(r io.Reader, f Format) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	isJSON, data, err := sniff(br, f)
+	if err != nil {
+		return &ReadError{Source: st.source, Err: err}
+	}
+	if data != nil { // buffered: JSON-looking, not strict
+		if !isJSON {
+			if e := jsonLookalike(st.source, data); e != nil {
+				st.addErrs(ErrorList{e})
+				return nil
+			}
+		}
+		br = bufio.NewReader(bytes.NewReader(data))
+	}
+
+	workers := runtime.GOMAXPROCS(0)
+	order := make(chan *job, 4*workers)
+	work := make(chan *job, 2*workers)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				st.work(j)
+				close(j.done)
+			}
+		}()
+	}
+	var readErr error
+	go func() {
+		defer close(order)
+		defer close(work)
+		send := func(j *job) bool {
+			j.done = make(chan struct{})
+			select {
+			case order <- j:
+			case <-quit:
+				return false
+			}
+			if j.text == nil && j.chunk == nil {
+				close(j.done)
+				return true
+			}
+			select {
+			case work <- j:
+				return true
+			case <-quit:
+				close(j.done)
+				return false
+			}
+		}
+		bad := func(errs ErrorList) { send(&job{errs: errs}) }
+		if isJSON {
+			s := newJSONSplitter(st.source, br)
+			s.split(func(t *docText) bool { return send(&job{text: t}) }, bad)
+			readErr = s.rerr
+			return
+		}
+		readErr = yamlChunks(br, func(c yamlChunk) bool { return send(&job{chunk: &c}) }, func(line int) {
+			bad(ErrorList{{Source: st.source, Line: line, Msg: fmt.Sprintf("a document larger than %d bytes", MaxDocumentBytes)}})
+		})
+	}()
+
+	var fnErr error
+	for j := range order {
+		if fnErr != nil {
+			continue // draining
+		}
+		<-j.done
+		base := 0
+		if j.chunk != nil {
+			base = st.base
+			st.base += j.n
+		}
+		for _, e := range j.errs {
+			if e.Index > 0 {
+				e.Index += base
+			}
+		}
+		st.addErrs(j.errs)
+		for _, d := range j.docs {
+			d.Index += base
+			if err := st.fn(d); err != nil {
+				fnErr = err
+				close(quit)
+				break
+			}
+		}
+	}
+	wg.Wait()
+	if fnErr != nil {
+		return fnErr
+	}
+	if readErr != nil {
+		return &ReadError{Source: st.source, Err: readErr}
+	}
+	if st.dropped > 0 {
+		st.errs = append(st.errs, &DocError{Source: st.source, Msg: fmt.Sprintf("and %d more problems", st.dropped)})
+	}
+	return nil
+}
+
+// sniff decides how to read a source. A strict JSON source is read as
+// JSON. Any other that starts like JSON ('{' or '[') is read whole (data),
+// then read as JSON if it is valid JSON and as YAML otherwise; the rest is
+// YAML, read as a stream.
+func sniff(br *bufio.Reader, f Format) (isJSON bool, data []byte, err error) {
+	if f == JSON {
+		return true, nil, nil
+	}
+	for n := 1; ; n++ {
+		b, err := br.Peek(n)
+		if len(b) < n {
+			if err != nil && !errors.Is(err, io.EOF) {
+				return false, nil, err
+			}
+			return false, nil, nil // blank
+		}
+		c := b[n-1]
+		if isSpace(c) || n <= 3 && bytes.HasPrefix([]byte("\xef\xbb\xbf"), b) {
+			continue
+		}
+		if c != '{' && c != '[' {
+			return false, nil, nil
+		}
+		data, err := io.ReadAll(br)
+		if err != nil {
+			return false, nil, err
+		}
+		return json.Valid(data), data, nil
+	}
+}
+
+// jsonLookalike checks a source that starts like JSON but is not valid
+// JSON. YAML is a superset of JSON, so it is still read as YAML (a flow
+// mapping without quotes reads fine); if that fails too, the author wrote
+// JSON, and a complaint from the YAML parser about ',' or '}' would only
+// mislead: the JSON syntax error is reported instead.
+func jsonLookalike(source string, data []byte) *DocError {
+	bad := false
+	_ = yamlChunks(bytes.NewReader(data), func(c yamlChunk) bool {
+		var n yaml.Node
+		bad = yaml.Unmarshal(c.text, &n) != nil
+		return !bad
+	}, func(int) {})
+	if !bad {
+		return nil
+	}
+	return jsonSyntaxError(source, 0, data, 1, 1)
+}
+
+// Walk reads the documents of a file, of every *.yaml, *.yml and *.json
+// file under a directory (in lexical order, skipping hidden entries), or
+// of standard input when path is "-", calling fn with each valid one as
+// DecodeReader does. It reports every problem of every file, and stops
+// only at fn's error.
+func Walk(path string, fn func(*Document) error) error {
+	if path == "-" {
+		return DecodeReader("-", os.Stdin, Auto, fn)
+	}
+	files, err := SourceFiles(path)
+	if err != nil {
+		return ErrorList{{Source: path, Msg: err.Error()}}
+	}
+	var errs ErrorList
+	for _, f := range files {
+		open := OpenSource
+		if f == path {
+			// Named by the user, it is read whatever it is: a pipe
+			// such as bash's <(...) too.
+			open = func(p string) (*os.File, error) { return os.Open(p) }
+		}
+		file, err := open(f)
+		if err != nil {
+			errs = append(errs, &DocError{Source: f, Msg: err.Error()})
+			continue
+		}
+		err = DecodeReader(f, file, FormatOf(f), fn)
+		file.Close()
+		var (
+			l  ErrorList
+			re *ReadError
+		)
+		switch {
+		case errors.As(err, &l):
+			errs = append(errs, l...)
+		case errors.As(err, &re):
+			errs = append(errs, &DocError{Source: f, Msg: re.Err.Error()})
+		case err != nil:
+			return err // fn's
+		}
+	}
+	return errs.err()
+}
+
+// Load reads documents as Walk does and returns them all. All problems in
+// all files are reported together, each once: the set checks (SetCheck)
+// run once over all the files, not per file and again for the whole.
+func Load(path string) ([]*Document, error) {
+	var (
+		docs []*Document
+		set  SetCheck
+	)
+	err := Walk(path, func(d *Document) error {
+		docs = append(docs, d)
+		set.Add(d)
+		return nil
+	})
+	var errs ErrorList
+	if err != nil && !errors.As(err, &errs) {
+		return nil, err
+	}
+	errs = append(errs, set.Errs()...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return docs, nil
+}
+
+// Decode parses one source holding YAML documents (separated by ---), a JSON
+// object or a JSON array, each document a bare resource or a wrapper
+// (docs/architecture.md §4.2). It returns every document that is valid and an
+// ErrorList of every one that is not; callers applying a batch must apply
+// nothing when the error is non-nil.
+func Decode(source string, data []byte) ([]*Document, error) {
+	return decodeSet(source, data, FormatOf(source))
+}
+
+// DecodeJSON is Decode for a source known to be JSON (a request body sent
+// as application/json): it must be strict JSON, as a source whose name
+// ends in .json must be.
+func DecodeJSON(source string, data []byte) ([]*Document, error) {
+	return decodeSet(source, data, JSON)
+}
+
+func decodeSet(source string, data []byte, f Format) ([]*Document, error) {
+	var (
+		docs []*Document
+		set  SetCheck
+	)
+	err := DecodeReader(source, bytes.NewReader(data), f, func(d *Document) error {
+		docs = append(docs, d)
+		set.Add(d)
+		return nil
+	})
+	var errs ErrorList
+	if err != nil && !errors.As(err, &errs) {
+		return nil, err
+	}
+	errs = append(errs, set.Errs()...)
+	return docs, errs.err()
+}
+
+// ErrNotRegular is returned by OpenSource for a file that is not a regular
+// file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// OpenSource opens an authoring file found in a directory. Only a regular
+// file (or a symbolic link to one) is opened: a FIFO named *.yaml would
+// block the reader forever, and a device could be endless. Anything else is
+// an error wrapping ErrNotRegular rather than skipped, since the resources
+// the author meant it to hold would silently go missing (and, under
+// --watch, be deleted).
+func OpenSource(path string) (*os.File, error) {
+	// Non-blocking, so that opening a FIFO does not wait for a writer;
+	// the type is checked on what was opened, so a file swapped in
+	// between cannot slip through.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w (%s): only regular files in a directory are read", ErrNotRegular, fileKind(st.Mode()))
+	}
+	return f, nil
+}
+
+// ReadSource reads an authoring file found in a directory, as OpenSource
+// opens it.
+func ReadSource(path string) ([]byte, error) {
+	f, err := OpenSource(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.Type().String()
+}
+
+// SourceFiles lists the authoring files Walk reads for path.
+func SourceFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() && IsSourceFile(p) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+// IsSourceFile reports whether a file name has an authoring extension.
+func IsSourceFile(p string) bool {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
