@@ -46,7 +46,7 @@ func newFanRig(tb testing.TB, n, r int, delta, wildcard bool) *fanRig {
 			ws = []string{db.Wildcard}
 		}
 		for _, nm := range ws {
-			w := st.newWatch(nm, nil, false)
+			w := st.newWatch(ts, nm, nil, false)
 			if _, err := st.addWatch(ts, w); err != nil {
 				tb.Fatal(err)
 			}

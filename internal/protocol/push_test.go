@@ -45,7 +45,7 @@ func newPushRig(tb testing.TB, n, size int, delta, tp2 bool) *pushRig {
 		st := &stream{srv: srv, delta: delta, id: uint64(i), wake: make(chan struct{}, 1), types: map[string]*typeState{}}
 		st.sub = db.NewSubscriber(st.signal)
 		ts := st.typeState(resource.ClusterURL)
-		w := st.newWatch("c", map[string]string{"env": "prod"}, tp2)
+		w := st.newWatch(ts, "c", map[string]string{"env": "prod"}, tp2)
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func newVHDSPushRig(tb testing.TB, n, size int) *pushRig {
 		st := &stream{srv: srv, delta: true, id: uint64(i), wake: make(chan struct{}, 1), types: map[string]*typeState{}}
 		st.sub = db.NewSubscriber(st.signal)
 		ts := st.typeState(resource.VirtualHostURL)
-		w := st.newWatch("rc/www.example.com", nil, false)
+		w := st.newWatch(ts, "rc/www.example.com", nil, false)
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
