@@ -52,7 +52,7 @@ func newFanRig(tb testing.TB, n, r int, delta, wildcard bool) *fanRig {
 			}
 			ts.forceWatch(w)
 		}
-		ts.commit()
+		ts.commit(&srv.sets)
 		ts.markAll(ts.since)
 		if outs := st.collect(); len(outs) != 1 {
 			tb.Fatalf("initial: %d responses", len(outs))

@@ -27,7 +27,7 @@ func TestMemoRespectsDoNotCache(t *testing.T) {
 			if _, err := st.addWatch(ts, w); err != nil {
 				t.Fatal(err)
 			}
-			ts.commit()
+			ts.commit(&srv.sets)
 			ts.forceWatch(w)
 			ts.markAll(ts.since)
 			return st

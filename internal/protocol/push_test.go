@@ -49,7 +49,7 @@ func newPushRig(tb testing.TB, n, size int, delta, tp2 bool) *pushRig {
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
-		ts.commit()
+		ts.commit(&srv.sets)
 		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		r.streams = append(r.streams, st)
@@ -82,7 +82,7 @@ func newVHDSPushRig(tb testing.TB, n, size int) *pushRig {
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
-		ts.commit()
+		ts.commit(&srv.sets)
 		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		if outs := st.collect(); len(outs) != 1 {

@@ -61,6 +61,7 @@ type Server struct {
 	log     *slog.Logger
 	cache   *bodyCache
 	memo    memo
+	sets    watchSets
 	metrics *metrics
 
 	ids     atomic.Uint64

@@ -144,9 +144,11 @@ type watchSet struct {
 
 var noWatches = &watchSet{m: map[db.Key]*db.Sub{}, byName: map[string][]*db.Sub{}, sig: unique.Make("")}
 
-// internedSets maps a signature to a weak pointer to its set; a set
-// nobody holds is collected, and its entry with it.
-var internedSets sync.Map
+// watchSets interns a Server's watch sets: a signature (with the type) →
+// a weak pointer to its set; a set nobody holds is collected, and its
+// entry with it. Each Server has its own, so servers in one process share
+// nothing that changes.
+type watchSets struct{ m sync.Map }
 
 // sortWatches returns m's watches in order with their signature.
 func sortWatches(m map[db.Key]*db.Sub) ([]*db.Sub, unique.Handle[string], map[db.Key]*db.Sub) {
@@ -201,33 +203,33 @@ func makeWatchSet(sorted []*db.Sub, sig unique.Handle[string], m map[db.Key]*db.
 	return ws
 }
 
-// internWatchSet returns the set with m's watches, shared with every
-// stream of the type that has the same ones.
-func internWatchSet(t *resource.Type, m map[db.Key]*db.Sub) *watchSet {
+// intern returns the set with m's watches of type typeURL, shared with
+// every stream of the type that has the same ones.
+func (sets *watchSets) intern(typeURL string, m map[db.Key]*db.Sub) *watchSet {
 	sorted, sig, m := sortWatches(m)
-	key := internKey{t, sig}
+	key := internKey{typeURL, sig}
 	for {
-		v, ok := internedSets.Load(key)
+		v, ok := sets.m.Load(key)
 		if ok {
 			if old := v.(weak.Pointer[watchSet]).Value(); old != nil {
 				return old
 			}
-			internedSets.CompareAndDelete(key, v)
+			sets.m.CompareAndDelete(key, v)
 			continue
 		}
 		ws := makeWatchSet(sorted, sig, m)
 		wp := weak.Make(ws)
-		if _, loaded := internedSets.LoadOrStore(key, wp); loaded {
+		if _, loaded := sets.m.LoadOrStore(key, wp); loaded {
 			continue // another stream interned it first: use that one
 		}
-		runtime.AddCleanup(ws, func(struct{}) { internedSets.CompareAndDelete(key, wp) }, struct{}{})
+		runtime.AddCleanup(ws, func(struct{}) { sets.m.CompareAndDelete(key, wp) }, struct{}{})
 		return ws
 	}
 }
 
 type internKey struct {
-	typ *resource.Type
-	sig unique.Handle[string]
+	typeURL string
+	sig     unique.Handle[string]
 }
 
 // watches returns the current subscriptions, as being edited if they are.
@@ -249,12 +251,12 @@ func (ts *typeState) editing() map[db.Key]*db.Sub {
 	return ts.edit
 }
 
-// commit ends a request's changes: the new set, interned.
-func (ts *typeState) commit() {
+// commit ends a request's changes: the new set, interned in sets.
+func (ts *typeState) commit(sets *watchSets) {
 	if ts.edit == nil {
 		return
 	}
-	ts.ws = internWatchSet(ts.typ, ts.edit)
+	ts.ws = sets.intern(ts.typ.URL, ts.edit)
 	ts.edit = nil
 }
 

@@ -363,7 +363,7 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 		next[w.Key] = w
 	}
 	changed := false
-	defer ts.commit()
+	defer ts.commit(&s.srv.sets)
 	for k := range ts.watches() {
 		if _, ok := next[k]; !ok {
 			s.dropWatch(ts, k)
@@ -533,7 +533,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		s.declare(ts, req)
 	}
 	changed := false
-	defer ts.commit()
+	defer ts.commit(&s.srv.sets)
 	subscribe := func(n string, loc map[string]string, tp2 bool) error {
 		w := s.newWatch(ts, n, loc, tp2)
 		added, err := s.addWatch(ts, w)
