@@ -1383,7 +1383,7 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 			// TP2: the name is there, but no variant for these parameters —
 			// for them, it does not exist (TP2 "Best Practices").
 			if present[k.name] != nil && sub.tp2 && !anyMatches(b.puts, k.name, sub.params) {
-				b.noVariant = append(b.noVariant, db.Interest{Type: t.url, Name: k.name, Params: k.pkey})
+				b.noVariant = append(b.noVariant, db.Key{Type: t.url, Name: k.name, ParamsKey: k.pkey})
 			}
 		}
 	}
@@ -1588,7 +1588,7 @@ func (t *upType) namedByAnswered() (all bool, names map[string]bool) {
 // answered lists the subscriptions a response answered — with a variant
 // for their parameters, or by saying there is none — so that a relay tells
 // its downstream clients only what its upstream has said (db.NewCache).
-func (t *upType) answered(b *decoded) []db.Interest {
+func (t *upType) answered(b *decoded) []db.Key {
 	absent := map[string]bool{}
 	for _, ns := range [][]string{b.removed, b.emptied, b.notFound} {
 		for _, n := range ns {
@@ -1607,7 +1607,7 @@ func (t *upType) answered(b *decoded) []db.Interest {
 	for _, k := range b.gone {
 		goneBy[k.Name] = append(goneBy[k.Name], k.Constraints)
 	}
-	var out []db.Interest
+	var out []db.Key
 	for k, s := range t.subs {
 		n := k.name
 		known := absent[n] || b.aliases[n] != ""
@@ -1631,7 +1631,7 @@ func (t *upType) answered(b *decoded) []db.Interest {
 			}
 		}
 		if known {
-			out = append(out, db.Interest{Type: t.url, Name: n, Params: k.pkey})
+			out = append(out, db.Key{Type: t.url, Name: n, ParamsKey: k.pkey})
 		}
 	}
 	return out

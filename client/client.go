@@ -52,7 +52,7 @@ type Options struct {
 	// Subscribed, when set, is told of every subscription to the cache and
 	// whether it could be answered from it at once (a relay's hit/miss
 	// metrics).
-	Subscribed func(i db.Interest, cached bool)
+	Subscribed func(i db.Sub, cached bool)
 	// AnyAuthority routes names of authorities the bootstrap does not list
 	// to its top-level servers instead of failing them (a relay with one
 	// upstream serves every authority through it).
@@ -80,7 +80,7 @@ type Client struct {
 	// because their upstream is down: a subscriber arriving meanwhile (a
 	// client restarted during the outage) is served from the cache. They
 	// are evicted once the upstream is healthy again.
-	lingering map[db.Interest]linger
+	lingering map[db.Key]linger
 	watchers  map[[2]string]map[*watcher]struct{} // by (type, name) watched or followed
 	altTimers map[*time.Timer]struct{}            // pending #alt= rechecks, stopped by Close
 	closed    bool
@@ -104,6 +104,7 @@ type Client struct {
 type linger struct {
 	ch    *channel
 	alias string
+	sub   db.Sub
 }
 
 // resStatus is what the client knows of one resource beyond its contents.
@@ -139,7 +140,7 @@ func New(b *Bootstrap, o Options) (*Client, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{}, lingering: map[db.Interest]linger{},
+	c := &Client{b: b, o: o, channels: map[string]*channel{}, status: map[[2]string]*resStatus{}, lingering: map[db.Key]linger{},
 		watchers: map[[2]string]map[*watcher]struct{}{}, dirty: map[*watcher]struct{}{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), closedChans: make(chan struct{})}
 	c.db = db.NewCache(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
@@ -241,7 +242,7 @@ func (c *Client) route(n string) (*channel, error) {
 // interest is the db hook: the first subscription of a (type, name,
 // parameters) starts an upstream subscription, the last one ends it. So
 // many watchers — or a relay's many downstream streams — share one.
-func (c *Client) interest(i db.Interest, on bool) {
+func (c *Client) interest(i db.Sub, on bool) {
 	c.imu.Lock()
 	defer c.imu.Unlock()
 	ch, err := c.route(i.Name)
@@ -266,7 +267,7 @@ func (c *Client) interest(i db.Interest, on bool) {
 		// (its stream is not healthy) and keeps holding it if so: the cache
 		// entry lingers on that decision, not on the stream's state a moment
 		// later.
-		lingered := ch.unsubscribe(i.Type, i.Name, i.Params)
+		lingered := ch.unsubscribe(i.Type, i.Name, i.ParamsKey)
 		c.mu.Lock()
 		st := c.status[k]
 		if st != nil {
@@ -285,7 +286,7 @@ func (c *Client) interest(i db.Interest, on bool) {
 		// selected goes, or lingers, all the same — unless another
 		// parameter set selects it too; see evict.)
 		if lingered {
-			c.lingering[i] = linger{ch: ch, alias: alias}
+			c.lingering[i.Key] = linger{ch: ch, alias: alias, sub: i}
 		}
 		c.mu.Unlock()
 		if !lingered {
@@ -293,10 +294,9 @@ func (c *Client) interest(i db.Interest, on bool) {
 		}
 		return
 	}
-	params, _ := constraint.ParseParams(i.Params)
-	s := &upSub{name: i.Name, params: params, pkey: i.Params, tp2: i.Params != "" || c.o.Locators}
+	s := &upSub{name: i.Name, params: i.Params, pkey: i.ParamsKey, tp2: i.ParamsKey != "" || c.o.Locators}
 	c.mu.Lock()
-	delete(c.lingering, i) // followed again: its cache entry is current once more
+	delete(c.lingering, i.Key) // followed again: its cache entry is current once more
 	st := c.statusLocked(k)
 	st.interest++
 	if !st.got && !st.absent && st.timer == nil && ch.isConnected() {
@@ -308,13 +308,12 @@ func (c *Client) interest(i db.Interest, on bool) {
 
 // subscribed is the db hook called on every subscription: a cached copy
 // marked do_not_cache may not answer it, so it is fetched again upstream.
-func (c *Client) subscribed(i db.Interest) {
-	params, _ := constraint.ParseParams(i.Params)
+func (c *Client) subscribed(i db.Sub) {
 	var v *resource.Variant
-	c.db.Read(func(r *db.Reader) { v = r.Get(i.Type, i.Name, params) })
+	c.db.Read(func(r *db.Reader) { v = r.Get(i.Type, i.Name, i.Params) })
 	if v != nil && v.DoNotCache {
 		if ch, err := c.route(i.Name); err == nil {
-			ch.refetch(i.Type, i.Name, i.Params)
+			ch.refetch(i.Type, i.Name, i.ParamsKey)
 		}
 	}
 	if c.o.Subscribed != nil {
@@ -329,7 +328,7 @@ func (c *Client) subscribed(i db.Interest) {
 // may be served stale). What the channel held of them goes too, so a
 // reconnecting stream does not declare it (docs/protocol.md §2.9), and so do
 // their statuses.
-func (c *Client) evict(ch *channel, i db.Interest, alias string) {
+func (c *Client) evict(ch *channel, i db.Sub, alias string) {
 	var names []string
 	c.db.Read(func(r *db.Reader) {
 		switch {
@@ -343,8 +342,7 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 				// The answer may be in the cache with the name's status not
 				// yet told its alias (a watcher can see it first): resolve
 				// the name as the cache does.
-				params, _ := constraint.ParseParams(i.Params)
-				if v := r.ResolveVirtualHost(i.Name, params); v != nil && v.Name != i.Name {
+				if v := r.ResolveVirtualHost(i.Name, i.Params); v != nil && v.Name != i.Name {
 					alias = v.Name
 				}
 			}
@@ -354,7 +352,7 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 		}
 	})
 	c.mu.Lock()
-	var gone [][2]string
+	var gone []db.Key
 	var goneNames []string
 	// Other parameter sets still following the name: only the variants
 	// none of them selects go (an unfollowed variant would be served stale
@@ -362,7 +360,7 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	selective := len(names) == 1 && names[0] == i.Name && !isCollection(i.Name) && c.coveredLocked(i.Type, i.Name)
 	for _, n := range names {
 		if !c.coveredLocked(i.Type, n) {
-			gone = append(gone, [2]string{i.Type, n})
+			gone = append(gone, db.Key{Type: i.Type, Name: n})
 			goneNames = append(goneNames, n)
 			c.dropIdleLocked([2]string{i.Type, n})
 		}
@@ -377,9 +375,9 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 	ch.forgetVariants(goneVariants)
 	// Forget that the source answered for the name: a later subscription
 	// must ask again.
-	u := db.Update{Removes: gone, Deletes: goneVariants, Unknown: []db.Interest{i, {Type: i.Type, Name: i.Name, Params: db.AnyParams}}}
+	u := db.Update{Removes: gone, Deletes: goneVariants, Unknown: []db.Key{i.Key, {Type: i.Type, Name: i.Name, ParamsKey: db.AnyParams}}}
 	if alias != "" {
-		u.Unknown = append(u.Unknown, db.Interest{Type: i.Type, Name: alias, Params: i.Params})
+		u.Unknown = append(u.Unknown, db.Key{Type: i.Type, Name: alias, ParamsKey: i.ParamsKey})
 	}
 	c.db.Update(u)
 }
@@ -388,7 +386,7 @@ func (c *Client) evict(ch *channel, i db.Interest, alias string) {
 // still subscribed to the name selects, once i has ended; none when a
 // subscription that is not by parameters (the server picks its variant by
 // node), the wildcard or a glob covers the name. c.mu is not held.
-func (c *Client) unselected(ch *channel, i db.Interest) []resource.Key {
+func (c *Client) unselected(ch *channel, i db.Sub) []resource.Key {
 	ch.mu.Lock()
 	var remaining []constraint.Params
 	all := false
@@ -508,7 +506,7 @@ func (c *Client) startTimerLocked(k [2]string, st *resStatus) {
 		st.absent = true
 		st.timer = nil
 		c.mu.Unlock()
-		c.db.Update(db.Update{Known: []db.Interest{{Type: k[0], Name: k[1], Params: db.AnyParams}}})
+		c.db.Update(db.Update{Known: []db.Key{{Type: k[0], Name: k[1], ParamsKey: db.AnyParams}}})
 		c.schedule(k)
 	})
 }
@@ -520,11 +518,11 @@ func (c *Client) healthy(ch *channel) {
 	c.imu.Lock()
 	defer c.imu.Unlock()
 	c.mu.Lock()
-	var gone []db.Interest
+	var gone []db.Sub
 	var aliases []string
 	for i, l := range c.lingering {
 		if l.ch == ch {
-			gone = append(gone, i)
+			gone = append(gone, l.sub)
 			aliases = append(aliases, l.alias)
 			delete(c.lingering, i)
 		}

@@ -35,7 +35,7 @@ type decoded struct {
 	heartbeats []heartbeat
 	// noVariant: TP2 subscriptions a full-state response answered with
 	// variants of the name, none for their parameters.
-	noVariant []db.Interest
+	noVariant []db.Key
 	// answered: the names the response told something of, on stream gen.
 	answered []string
 	gen      int

@@ -72,7 +72,7 @@ func lingerRound(t *testing.T, c *Client, o *servertest.Origin, n int) {
 	var bad []string
 	c.mu.Lock()
 	for _, name := range cached {
-		_, lingers := c.lingering[db.Interest{Type: resource.ClusterURL, Name: name}]
+		_, lingers := c.lingering[db.Key{Type: resource.ClusterURL, Name: name}]
 		if t0.held[name] == nil || !lingers {
 			bad = append(bad, fmt.Sprintf("%s (held %v, lingering %v)", name, t0.held[name] != nil, lingers))
 		}

@@ -218,7 +218,7 @@ func (w *watcher) follow(n string) {
 	}
 	w.c.watchers[k][w] = struct{}{}
 	w.c.mu.Unlock()
-	w.c.db.Subscribe(w.sub, w.typ, n, w.params)
+	w.c.db.Subscribe(w.sub, db.NewSub(w.typ, n, w.params))
 }
 
 func (w *watcher) unfollow(n string) {
@@ -239,7 +239,7 @@ func (w *watcher) unfollowLocked(n string) {
 		delete(w.c.watchers, k)
 	}
 	w.c.mu.Unlock()
-	w.c.db.Unsubscribe(w.sub, w.typ, n, w.params)
+	w.c.db.Unsubscribe(w.sub, db.NewSub(w.typ, n, w.params))
 }
 
 // cancel ends the watch: once it returns, the handler is not called again.

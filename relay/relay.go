@@ -58,7 +58,7 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 		// clients keep their own timers.
 		co.DoesNotExistTimeout = -1
 	}
-	co.Subscribed = func(i db.Interest, cached bool) {
+	co.Subscribed = func(i db.Sub, cached bool) {
 		t := protocol.TypeLabel(resource.ForURL(i.Type))
 		if cached {
 			r.hits.WithLabelValues(t).Inc()

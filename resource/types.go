@@ -117,12 +117,15 @@ const (
 	WrapperURL = TypePrefix + "envoy.service.discovery.v3.Resource"
 )
 
+// registry holds the registered types. It is filled by Register, from init
+// functions, and read-only afterwards; types xdsd does not know are not
+// remembered in it (ForURL), so nothing a peer sends changes it, and the
+// servers and clients of one process share nothing that changes.
 var registry = struct {
 	sync.RWMutex
 	byKey   map[string]*Type // URL, message name and aliases, lowercased aliases
 	ordered []*Type
-	opaque  map[string]*Type
-}{byKey: map[string]*Type{}, opaque: map[string]*Type{}}
+}{byKey: map[string]*Type{}}
 
 func init() {
 	listener := &Type{Aliases: []string{"lds", "listener", "listeners"}, NameField: "name", FullState: true, Order: 30}
@@ -153,7 +156,8 @@ func init() {
 }
 
 // Register adds a type to the registry, filling URL, Name and Known from the
-// message. It panics on a conflicting name, as it runs at init time.
+// message. Call it from an init function: it panics on a conflicting name,
+// and the registry is meant to be fixed once the program runs.
 func Register(t *Type, m proto.Message) {
 	mt := m.ProtoReflect().Type()
 	t.msg = mt
@@ -191,21 +195,13 @@ func Lookup(s string) (*Type, error) {
 }
 
 // ForURL returns the type for a type URL as it arrives on the wire. A URL
-// xdsd does not know gives an opaque type (Known false) so caches can still
-// carry it; the same URL always gives the same *Type.
+// xdsd does not know gives an opaque type (Known false), described afresh
+// on each call, so caches can still carry it; compare types by URL.
 func ForURL(url string) *Type {
 	registry.RLock()
 	t, ok := registry.byKey[url]
-	if !ok {
-		t, ok = registry.opaque[url]
-	}
 	registry.RUnlock()
 	if ok {
-		return t
-	}
-	registry.Lock()
-	defer registry.Unlock()
-	if t, ok := registry.opaque[url]; ok {
 		return t
 	}
 	name := strings.TrimPrefix(url, TypePrefix)
@@ -218,17 +214,8 @@ func ForURL(url string) *Type {
 	if mt, err := protoregistry.GlobalTypes.FindMessageByURL(url); err == nil {
 		t.msg = mt
 	}
-	// Remembered, up to a bound: a peer naming made-up type URLs must not
-	// grow the registry without end (docs/architecture.md §6).
-	if len(registry.opaque) < maxOpaque {
-		registry.opaque[url] = t
-	}
 	return t
 }
-
-// maxOpaque bounds how many types xdsd does not know ForURL remembers;
-// past it, each call describes the type afresh.
-const maxOpaque = 1024
 
 // Types lists the registered types in ADS order.
 func Types() []*Type {

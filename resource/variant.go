@@ -2,14 +2,11 @@ package resource
 
 import (
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/constraint"
 )
@@ -33,7 +30,9 @@ func (k Key) String() string {
 // constraints that select it and the version that last changed it. It is
 // immutable once made, and its payload is encoded exactly once, when it is
 // made; responses are assembled from those bytes and never re-marshal it
-// (docs/architecture.md §5).
+// (docs/architecture.md §5). How a variant is framed in a discovery
+// response is not the model's business: the server's wire engine keeps
+// those encodings itself.
 type Variant struct {
 	// Type is the type the resource is served as, i.e. the type clients
 	// subscribe to.
@@ -58,13 +57,6 @@ type Variant struct {
 
 	any     []byte // encoded google.protobuf.Any
 	bodyOff int    // the payload starts at any[bodyOff:]
-
-	once sync.Once
-	// hdr is the discovery Resource header by form: bit 0 names by
-	// resource_name with constraints, bit 1 carries the TTL.
-	hdr       [4][]byte
-	wrapHdr   [2][]byte // Any header wrapping the Resource (no TTL) for SotW
-	heartbeat [2][]byte // a payload-less Resource with version and TTL (§2.7)
 }
 
 // NewVariant makes a variant from an already marshaled payload. Marshal the
@@ -134,100 +126,6 @@ func (v *Variant) Message() (proto.Message, error) {
 		return nil, fmt.Errorf("decoding %s: %w", v.Name, err)
 	}
 	return m, nil
-}
-
-// ResourceHeader returns the encoding of an envoy.service.discovery.v3.Resource
-// holding this variant, up to and including the tag and length of its
-// `resource` field: append Any() to it to get the whole message. With tp2 the
-// name goes in `resource_name` together with the constraints (TP2 requires
-// servers and proxies to send them); without, in `name`. An unconstrained
-// variant is always named by `name`. With ttl, a variant that has a TTL
-// carries it (for clients that support TTLs).
-func (v *Variant) ResourceHeader(tp2, ttl bool) []byte {
-	v.once.Do(v.encodeHeaders)
-	return v.hdr[form(tp2, ttl)]
-}
-
-// WrappedHeader returns the encoding of a google.protobuf.Any holding the
-// Resource of ResourceHeader(tp2, false), up to the Resource itself: the
-// whole Any is WrappedHeader(tp2) + ResourceHeader(tp2, false) + Any(). SotW
-// responses carry this to clients that take wrapped resources (docs/protocol.md
-// §1.10); xdsd sends TTLs over delta only.
-func (v *Variant) WrappedHeader(tp2 bool) []byte {
-	v.once.Do(v.encodeHeaders)
-	if tp2 {
-		return v.wrapHdr[1]
-	}
-	return v.wrapHdr[0]
-}
-
-// Heartbeat returns the encoding of a payload-less Resource with the
-// variant's name (or resource_name with tp2), version and TTL: it renews the
-// TTL of a client holding this version without resending the payload
-// (docs/protocol.md §2.7). It is nil for a variant without a TTL.
-func (v *Variant) Heartbeat(tp2 bool) []byte {
-	v.once.Do(v.encodeHeaders)
-	if tp2 {
-		return v.heartbeat[1]
-	}
-	return v.heartbeat[0]
-}
-
-func form(tp2, ttl bool) int {
-	f := 0
-	if tp2 {
-		f |= 1
-	}
-	if ttl {
-		f |= 2
-	}
-	return f
-}
-
-func (v *Variant) encodeHeaders() {
-	for f := range 4 {
-		tp2, ttl := f&1 != 0, f&2 != 0
-		var b []byte
-		if tp2 && !v.Constraints.IsZero() {
-			rn := protowire.AppendTag(nil, 1, protowire.BytesType)
-			rn = protowire.AppendString(rn, v.Name)
-			if c, err := Marshal(v.Constraints.Proto()); err == nil && len(c) > 0 {
-				rn = protowire.AppendTag(rn, 2, protowire.BytesType)
-				rn = protowire.AppendBytes(rn, c)
-			}
-			b = protowire.AppendTag(b, 8, protowire.BytesType)
-			b = protowire.AppendBytes(b, rn)
-		} else {
-			b = protowire.AppendTag(b, 3, protowire.BytesType)
-			b = protowire.AppendString(b, v.Name)
-		}
-		if v.Version != "" {
-			b = protowire.AppendTag(b, 1, protowire.BytesType)
-			b = protowire.AppendString(b, v.Version)
-		}
-		if ttl && v.TTL > 0 {
-			d, _ := Marshal(durationpb.New(v.TTL))
-			b = protowire.AppendTag(b, 6, protowire.BytesType)
-			b = protowire.AppendBytes(b, d)
-			v.heartbeat[f&1] = slices.Clip(b)
-		}
-		if v.DoNotCache {
-			// cache_control (7) { do_not_cache (1): true }
-			b = protowire.AppendTag(b, 7, protowire.BytesType)
-			b = protowire.AppendBytes(b, []byte{0x08, 0x01})
-		}
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(len(v.any)))
-		v.hdr[f] = b
-
-		if !ttl {
-			w := protowire.AppendTag(nil, 1, protowire.BytesType)
-			w = protowire.AppendString(w, WrapperURL)
-			w = protowire.AppendTag(w, 2, protowire.BytesType)
-			w = protowire.AppendVarint(w, uint64(len(b)+len(v.any)))
-			v.wrapHdr[f&1] = w
-		}
-	}
 }
 
 // Marshal encodes a payload deterministically, so that equal content gives

@@ -24,7 +24,7 @@ func BenchmarkUpdateFanout(b *testing.B) {
 					if kind == "wildcard" {
 						nm = Wildcard
 					}
-					d.Subscribe(s, resource.ClusterURL, nm, nil)
+					d.Subscribe(s, NewSub(resource.ClusterURL, nm, nil))
 					subs = append(subs, s)
 				}
 				vs := []*resource.Variant{storetest.Cluster("c", "", "a"), storetest.Cluster("c", "", "b")}

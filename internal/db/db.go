@@ -2,12 +2,10 @@ package db
 
 import (
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -24,7 +22,7 @@ type DB struct {
 	cache    bool
 	rev      int64
 	tables   map[string]*table
-	interest map[subKey]int // subscriptions per distinct Interest, across subscribers
+	interest map[Key]int // subscriptions per distinct interest (Key.interest), across subscribers
 	epoch    uint64
 	hooks    Hooks
 	reader   Reader // handed to every Read (a Reader holds nothing of its own)
@@ -32,7 +30,7 @@ type DB struct {
 	// The hook queue: callers of Subscribe and Unsubscribe with hooks due
 	// take their turn in the order of their state changes (the turn is
 	// taken under mu), so that the Interest hooks of a first and a last
-	// subscription of one Interest never run out of order. Each caller
+	// subscription of one interest never run out of order. Each caller
 	// runs its own hooks, so they have run when Subscribe or Unsubscribe
 	// returns.
 	hmu      sync.Mutex
@@ -50,37 +48,31 @@ var hookNow = func() chan struct{} {
 // Hooks tell a cache (client, relay) when interest in a resource starts and
 // stops, so it can subscribe and unsubscribe upstream. They are called after
 // the db's lock is released, on the goroutine of the Subscribe or
-// Unsubscribe that made them due, and have run when it returns.
+// Unsubscribe that made them due, and have run when it returns. The
+// subscription they are given is the interest: its Locator is false (the
+// db does not tell a locator from a plain subscription with the same
+// parameters; one upstream subscription serves both).
 type Hooks struct {
-	// Interest is called when the first subscription of an Interest starts
+	// Interest is called when the first subscription of an interest starts
 	// (on=true) and when the last one stops (on=false): one call at a time,
-	// in the order of the changes they report (an Interest(i, false) that
-	// ended i comes before the Interest(i, true) of a subscription that
+	// in the order of the changes they report (an Interest(s, false) that
+	// ended s comes before the Interest(s, true) of a subscription that
 	// started it again). It may read and update the db, but must not
 	// subscribe or unsubscribe in it (that would wait for its own turn),
 	// and must not block for long: every later Subscribe and Unsubscribe
 	// that calls it waits.
-	Interest func(i Interest, on bool)
+	Interest func(s Sub, on bool)
 	// Subscribed is called on every subscription, after Interest, and after
 	// every Interest call of earlier changes has returned (a relay counts
 	// cache hits with it, and refetches what it may not cache). It is not
 	// called in turn: calls may run concurrently, and may subscribe.
-	Subscribed func(i Interest)
-}
-
-// Interest is one distinct subscription: a type, a name (a resource name, a
-// glob URL, a VHDS "<route config>/<host>", or Wildcard) and the canonical
-// dynamic parameters it was made with.
-type Interest struct {
-	Type   string
-	Name   string
-	Params string // constraint.Params.Key()
+	Subscribed func(s Sub)
 }
 
 // New returns an empty database whose contents are authoritative: a name
 // it does not hold does not exist (a server's).
 func New(h Hooks) *DB {
-	d := &DB{tables: map[string]*table{}, interest: map[subKey]int{}, hooks: h}
+	d := &DB{tables: map[string]*table{}, interest: map[Key]int{}, hooks: h}
 	d.reader.d = d
 	return d
 }
@@ -222,13 +214,13 @@ type Update struct {
 	Puts  []*resource.Variant
 	// Deletes remove single variants.
 	Deletes []resource.Key
-	// Removes remove every variant of a resource (type URL, name).
-	Removes [][2]string
+	// Removes remove every variant of a resource (by Type and Name).
+	Removes []Key
 	// Known marks subscriptions — a resource, Wildcard, a glob URL or a
-	// VHDS name, under a parameter key — as answered by the source (a
-	// cache's); Unknown forgets that (when the cache stops following them).
-	// A server's db ignores both.
-	Known, Unknown []Interest
+	// VHDS name, under a parameter key (or AnyParams) — as answered by the
+	// source (a cache's); Unknown forgets that (when the cache stops
+	// following them). A server's db ignores both; Locator is ignored.
+	Known, Unknown []Key
 	// At is when the change was made, for apply-to-send latency; zero means
 	// now.
 	At time.Time
@@ -291,11 +283,11 @@ func (d *DB) Update(u Update) {
 		}
 	}
 	for _, r := range u.Removes {
-		t := d.tables[r[0]]
+		t := d.tables[r.Type]
 		if t == nil {
 			continue
 		}
-		if e := t.entries[r[1]]; e != nil && len(e.variants) > 0 {
+		if e := t.entries[r.Name]; e != nil && len(e.variants) > 0 {
 			e.variants = nil
 			touched[e] = t
 		}
@@ -336,7 +328,7 @@ func (d *DB) Update(u Update) {
 	if d.cache {
 		for _, k := range u.Unknown {
 			if t := d.tables[k.Type]; t != nil && t.known[k.Name] != nil {
-				delete(t.known[k.Name], k.Params)
+				delete(t.known[k.Name], k.ParamsKey)
 				if len(t.known[k.Name]) == 0 {
 					delete(t.known, k.Name)
 				}
@@ -347,10 +339,10 @@ func (d *DB) Update(u Update) {
 			if t.known[k.Name] == nil {
 				t.known[k.Name] = map[string]bool{}
 			}
-			if t.known[k.Name][k.Params] {
+			if t.known[k.Name][k.ParamsKey] {
 				continue
 			}
-			t.known[k.Name][k.Params] = true
+			t.known[k.Name][k.ParamsKey] = true
 			m.name(t, k.Name)
 		}
 	}
@@ -358,22 +350,22 @@ func (d *DB) Update(u Update) {
 	m.signal()
 }
 
-// Known reports whether the source has answered for a name under a
-// parameter set (always, for a server's db): a resource, Wildcard, a glob
-// URL or a VHDS name. A held variant matching the parameters answers.
-func (r *Reader) Known(typeURL, n string, params constraint.Params) bool {
+// Known reports whether the source has answered for a subscription
+// (always, for a server's db): a resource, Wildcard, a glob URL or a VHDS
+// name, under its parameters. A held variant matching them answers.
+func (r *Reader) Known(s Sub) bool {
 	if !r.d.cache {
 		return true
 	}
-	t := r.d.tables[typeURL]
+	t := r.d.tables[s.Type]
 	if t == nil {
 		return false
 	}
-	if k := t.known[n]; k[params.Key()] || k[AnyParams] {
+	if k := t.known[s.Name]; k[s.ParamsKey] || k[AnyParams] {
 		return true
 	}
-	e := t.entries[n]
-	return e != nil && e.selectVariant(params) != nil
+	e := t.entries[s.Name]
+	return e != nil && e.selectVariant(s.Params) != nil
 }
 
 // reindex keeps the glob and VHDS indexes in step with an entry's variants.
@@ -478,10 +470,6 @@ type Subscriber struct {
 	epoch uint64
 }
 
-type subKey struct {
-	typ, name, params string
-}
-
 // NewSubscriber returns a subscriber; notify is called (from any goroutine,
 // never with db locks held) once per update that touches it, and must not
 // block.
@@ -546,24 +534,23 @@ func (s *Subscriber) DrainFunc(fn func(Changed)) time.Time {
 // Subscribe adds a subscription of s: to a resource name, to Wildcard, to a
 // glob collection URL (TP1: immediate children with identical context
 // parameters), or, for virtual hosts, to "<route config>/<host>" resolved
-// by domain (on-demand VHDS). params are the subscriber's dynamic
-// parameters, used to select variants. Subscribing twice with the same
-// parameters counts twice.
-func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
-	k := subKey{typeURL, n, params.Key()}
+// by domain (on-demand VHDS); sub.Params select variants. Subscribing twice
+// alike counts twice.
+func (d *DB) Subscribe(s *Subscriber, sub Sub) {
+	k := sub.Key.interest()
 	d.mu.Lock()
 	first := d.addInterest(k)
-	t := d.table(typeURL)
-	switch kind(t, n) {
-	case kindWildcard:
+	t := d.table(sub.Type)
+	switch sub.Kind {
+	case AllOfType:
 		t.wildcard[s]++
-	case kindGlob:
-		t.glob(n).subs[s]++
-	case kindVHDS:
-		t.vhdsNS(vhdsRouteConfig(n)).subs[s]++
-		t.entry(n).subs[s]++
+	case Glob:
+		t.glob(sub.Name).subs[s]++
+	case VHDS:
+		t.vhdsNS(vhdsRouteConfig(sub.Name)).subs[s]++
+		t.entry(sub.Name).subs[s]++
 	default:
-		t.entry(n).subs[s]++
+		t.entry(sub.Name).subs[s]++
 	}
 	interest := first && d.hooks.Interest != nil
 	var turn chan struct{}
@@ -574,15 +561,15 @@ func (d *DB) Subscribe(s *Subscriber, typeURL, n string, params constraint.Param
 	if turn == nil {
 		return
 	}
-	i := Interest{Type: typeURL, Name: n, Params: k.params}
+	sub.Key = k
 	d.runHooks(turn, func() {
 		if interest {
-			d.hooks.Interest(i, true)
+			d.hooks.Interest(sub, true)
 		}
 	})
 	// After every earlier hook, but out of turn: Subscribed may subscribe.
 	if d.hooks.Subscribed != nil {
-		d.hooks.Subscribed(i)
+		d.hooks.Subscribed(sub)
 	}
 }
 
@@ -597,10 +584,10 @@ func (d *DB) runHooks(turn chan struct{}, fn func()) {
 // Unsubscribe removes one subscription made by Subscribe. A subscriber
 // that goes away unsubscribes whatever it subscribed (the db keeps no list
 // per subscriber: a stream or watcher knows its own).
-func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Params) {
-	k := subKey{typeURL, n, params.Key()}
+func (d *DB) Unsubscribe(s *Subscriber, sub Sub) {
+	sub.Key = sub.Key.interest()
 	d.mu.Lock()
-	last := d.unsubscribe(s, k) && d.hooks.Interest != nil
+	last := d.unsubscribe(s, sub) && d.hooks.Interest != nil
 	var turn chan struct{}
 	if last {
 		turn = d.hookTurn()
@@ -609,7 +596,7 @@ func (d *DB) Unsubscribe(s *Subscriber, typeURL, n string, params constraint.Par
 	if !last {
 		return
 	}
-	d.runHooks(turn, func() { d.hooks.Interest(Interest{Type: typeURL, Name: n, Params: k.params}, false) })
+	d.runHooks(turn, func() { d.hooks.Interest(sub, false) })
 }
 
 // hookTurn queues a caller with hooks due; the returned channel is closed
@@ -643,12 +630,12 @@ func (d *DB) hookDone() {
 	close(next)
 }
 
-func (d *DB) addInterest(k subKey) bool {
+func (d *DB) addInterest(k Key) bool {
 	d.interest[k]++
 	return d.interest[k] == 1
 }
 
-func (d *DB) dropInterest(k subKey) bool {
+func (d *DB) dropInterest(k Key) bool {
 	if d.interest[k]--; d.interest[k] > 0 {
 		return false
 	}
@@ -656,8 +643,8 @@ func (d *DB) dropInterest(k subKey) bool {
 	return true
 }
 
-func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
-	t := d.tables[k.typ]
+func (d *DB) unsubscribe(s *Subscriber, sub Sub) bool {
+	t := d.tables[sub.Type]
 	if t == nil {
 		return false
 	}
@@ -671,23 +658,23 @@ func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
 			delete(m, s)
 		}
 	}
-	switch kind(t, k.name) {
-	case kindWildcard:
+	switch sub.Kind {
+	case AllOfType:
 		dec(t.wildcard)
-	case kindGlob:
-		if g := t.globs[k.name]; g != nil {
+	case Glob:
+		if g := t.globs[sub.Name]; g != nil {
 			dec(g.subs)
 			t.gcGlob(g)
 		}
-	case kindVHDS:
-		rc := vhdsRouteConfig(k.name)
+	case VHDS:
+		rc := vhdsRouteConfig(sub.Name)
 		if ns := t.vhds[rc]; ns != nil {
 			dec(ns.subs)
 			t.gcVHDS(rc)
 		}
 		fallthrough
 	default:
-		if e := t.entries[k.name]; e != nil {
+		if e := t.entries[sub.Name]; e != nil {
 			dec(e.subs)
 			t.gc(e)
 		} else {
@@ -700,30 +687,9 @@ func (d *DB) unsubscribe(s *Subscriber, k subKey) bool {
 	if !t.typ.Known && len(t.entries) == 0 && len(t.wildcard) == 0 && len(t.globs) == 0 && len(t.known) == 0 {
 		// A type xdsd does not know, with nothing left in it: gone, so a
 		// peer naming made-up types cannot grow the db without end.
-		delete(d.tables, k.typ)
+		delete(d.tables, sub.Type)
 	}
-	return d.dropInterest(k)
-}
-
-type subKind int
-
-const (
-	kindName subKind = iota
-	kindWildcard
-	kindGlob
-	kindVHDS
-)
-
-func kind(t *table, n string) subKind {
-	switch {
-	case n == Wildcard:
-		return kindWildcard
-	case IsGlob(n):
-		return kindGlob
-	case t != nil && t.vhds != nil && strings.Contains(n, "/"):
-		return kindVHDS
-	}
-	return kindName
+	return d.dropInterest(sub.Key)
 }
 
 // Read calls fn with a consistent view of the contents: everything fn reads
@@ -833,30 +799,6 @@ func (r *Reader) GlobNames(typeURL, globURL string) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// IsGlob reports whether a subscription name is a glob collection URL
-// (TP1: an xdstp:// URL whose path ends in an unescaped "/*"), by its parsed
-// form: a parameter value that happens to hold "/*" does not make a glob.
-func IsGlob(n string) bool {
-	if !strings.HasPrefix(n, "xdstp:") {
-		return false
-	}
-	u, err := name.Parse(n)
-	return err == nil && u.Glob
-}
-
-// InGlob reports the glob collection URL a resource name belongs to, if any.
-func InGlob(n string) (string, bool) {
-	u, err := name.ParseURN(n)
-	if err != nil {
-		return "", false
-	}
-	g, ok := u.GlobCollection()
-	if !ok {
-		return "", false
-	}
-	return g.String(), true
 }
 
 // Types lists the types with contents, for admin listings.

@@ -35,10 +35,10 @@ func pendingNames(s *Subscriber) map[string]bool {
 func TestNamedSubscriptionAndOneSignalPerUpdate(t *testing.T) {
 	d := New(Hooks{})
 	s, c := newSub()
-	d.Subscribe(s, resource.ClusterURL, "a", nil)
-	d.Subscribe(s, resource.ClusterURL, "b", nil)
+	d.Subscribe(s, NewSub(resource.ClusterURL, "a", nil))
+	d.Subscribe(s, NewSub(resource.ClusterURL, "b", nil))
 	other, oc := newSub()
-	d.Subscribe(other, resource.ClusterURL, "z", nil)
+	d.Subscribe(other, NewSub(resource.ClusterURL, "z", nil))
 
 	d.Update(Update{Rev: 7, Puts: []*resource.Variant{storetest.Cluster("a", "", "1"), storetest.Cluster("b", "", "1"), storetest.Cluster("c", "", "1")}})
 	if c.n.Load() != 1 || oc.n.Load() != 0 {
@@ -56,7 +56,7 @@ func TestNamedSubscriptionAndOneSignalPerUpdate(t *testing.T) {
 		}
 	})
 	// A delete of a resource someone subscribes marks them too.
-	d.Update(Update{Removes: [][2]string{{resource.ClusterURL, "a"}}})
+	d.Update(Update{Removes: []Key{{Type: resource.ClusterURL, Name: "a"}}})
 	if got := pendingNames(s); !got["a"] {
 		t.Errorf("removal not marked: %v", got)
 	}
@@ -65,7 +65,7 @@ func TestNamedSubscriptionAndOneSignalPerUpdate(t *testing.T) {
 func TestWildcard(t *testing.T) {
 	d := New(Hooks{})
 	s, _ := newSub()
-	d.Subscribe(s, resource.ClusterURL, Wildcard, nil)
+	d.Subscribe(s, NewSub(resource.ClusterURL, Wildcard, nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster("a", "", "1"), storetest.Route("r", "", "1")}})
 	if got := pendingNames(s); len(got) != 1 || !got["a"] {
 		t.Fatalf("pending = %v", got)
@@ -85,7 +85,7 @@ func TestGlob(t *testing.T) {
 	d := New(Hooks{})
 	s, _ := newSub()
 	const glob = "xdstp://a/envoy.config.cluster.v3.Cluster/foo/*?p=1"
-	d.Subscribe(s, resource.ClusterURL, glob, nil)
+	d.Subscribe(s, NewSub(resource.ClusterURL, glob, nil))
 	member := "xdstp://a/envoy.config.cluster.v3.Cluster/foo/bar?p=1"
 	d.Update(Update{Puts: []*resource.Variant{
 		storetest.Cluster(member, "", "1"),
@@ -104,7 +104,7 @@ func TestGlob(t *testing.T) {
 		t.Errorf("members = %v", members)
 	}
 	// Removing the member marks the glob subscriber, and leaves the glob empty.
-	d.Update(Update{Removes: [][2]string{{resource.ClusterURL, member}}})
+	d.Update(Update{Removes: []Key{{Type: resource.ClusterURL, Name: member}}})
 	if got := pendingNames(s); !got[member] {
 		t.Errorf("member removal not marked: %v", got)
 	}
@@ -128,11 +128,11 @@ func TestGlobOutlivedByMember(t *testing.T) {
 	const glob = "xdstp://a/envoy.config.cluster.v3.Cluster/foo/*"
 	const member = "xdstp://a/envoy.config.cluster.v3.Cluster/foo/x"
 	byName, _ := newSub()
-	d.Subscribe(byName, resource.ClusterURL, member, nil)
+	d.Subscribe(byName, NewSub(resource.ClusterURL, member, nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(member, "", "1")}})
-	d.Update(Update{Removes: [][2]string{{resource.ClusterURL, member}}}) // the glob has no member and no subscriber: gone
+	d.Update(Update{Removes: []Key{{Type: resource.ClusterURL, Name: member}}}) // the glob has no member and no subscriber: gone
 	g, _ := newSub()
-	d.Subscribe(g, resource.ClusterURL, glob, nil)
+	d.Subscribe(g, NewSub(resource.ClusterURL, glob, nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(member, "", "2")}})
 	if got := pendingNames(g); !got[member] {
 		t.Errorf("the glob subscriber was not told of the returning member: %v", got)
@@ -164,7 +164,7 @@ func TestIsGlob(t *testing.T) {
 	d := New(Hooks{})
 	s, _ := newSub()
 	const odd = "xdstp://a/envoy.config.cluster.v3.Cluster/foo?x=/*"
-	d.Subscribe(s, resource.ClusterURL, odd, nil)
+	d.Subscribe(s, NewSub(resource.ClusterURL, odd, nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(odd, "", "1")}})
 	if got := pendingNames(s); !got[odd] {
 		t.Errorf("a subscriber of %s was not marked: %v", odd, got)
@@ -209,7 +209,7 @@ func vhost(n string, domains ...string) *resource.Variant {
 func TestVirtualHostResolution(t *testing.T) {
 	d := New(Hooks{})
 	s, _ := newSub()
-	d.Subscribe(s, resource.VirtualHostURL, "rc/unknown.org", nil)
+	d.Subscribe(s, NewSub(resource.VirtualHostURL, "rc/unknown.org", nil))
 	d.Update(Update{Puts: []*resource.Variant{
 		vhost("rc/exact", "foo.com", "Foo.org:8080"),
 		vhost("rc/suffix", "*.bar.com", "*-svc.bar.com"),
@@ -246,7 +246,7 @@ func TestVirtualHostResolution(t *testing.T) {
 		})
 	}
 	// Removing the catch-all reaches the subscriber whose alias it served.
-	d.Update(Update{Removes: [][2]string{{resource.VirtualHostURL, "rc/any"}}})
+	d.Update(Update{Removes: []Key{{Type: resource.VirtualHostURL, Name: "rc/any"}}})
 	if got := pendingNames(s); !got["rc/any"] {
 		t.Errorf("removal not marked: %v", got)
 	}
@@ -262,24 +262,24 @@ func TestInterestHooks(t *testing.T) {
 		mu  sync.Mutex
 		got []string
 	)
-	d := New(Hooks{Interest: func(i Interest, on bool) {
+	d := New(Hooks{Interest: func(i Sub, on bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, fmt.Sprintf("%v %s %s", on, i.Name, i.Params))
+		got = append(got, fmt.Sprintf("%v %s %s", on, i.Name, i.ParamsKey))
 	}})
 	a, _ := newSub()
 	b, _ := newSub()
 	prod := constraint.Params{"env": "prod"}
-	d.Subscribe(a, resource.ClusterURL, "x", prod)
-	d.Subscribe(b, resource.ClusterURL, "x", prod)
-	d.Subscribe(b, resource.ClusterURL, "x", constraint.Params{"env": "test"})
-	d.Unsubscribe(a, resource.ClusterURL, "x", prod)
+	d.Subscribe(a, NewSub(resource.ClusterURL, "x", prod))
+	d.Subscribe(b, NewSub(resource.ClusterURL, "x", prod))
+	d.Subscribe(b, NewSub(resource.ClusterURL, "x", constraint.Params{"env": "test"}))
+	d.Unsubscribe(a, NewSub(resource.ClusterURL, "x", prod))
 	// Undoing what was never subscribed changes nothing and fires nothing.
-	d.Unsubscribe(a, resource.ClusterURL, "x", prod)
-	d.Unsubscribe(a, resource.ClusterURL, "never", nil)
-	d.Unsubscribe(a, "type.googleapis.com/unknown", "x", nil)
-	d.Unsubscribe(b, resource.ClusterURL, "x", prod)
-	d.Unsubscribe(b, resource.ClusterURL, "x", constraint.Params{"env": "test"})
+	d.Unsubscribe(a, NewSub(resource.ClusterURL, "x", prod))
+	d.Unsubscribe(a, NewSub(resource.ClusterURL, "never", nil))
+	d.Unsubscribe(a, NewSub("type.googleapis.com/unknown", "x", nil))
+	d.Unsubscribe(b, NewSub(resource.ClusterURL, "x", prod))
+	d.Unsubscribe(b, NewSub(resource.ClusterURL, "x", constraint.Params{"env": "test"}))
 	want := []string{"true x env=prod", "true x env=test", "false x env=prod", "false x env=test"}
 	if fmt.Sprint(got[:2]) != fmt.Sprint(want[:2]) || len(got) != 4 {
 		t.Fatalf("hooks = %q, want %q", got, want)
@@ -296,15 +296,15 @@ func TestResetAndCleanup(t *testing.T) {
 	d := New(Hooks{})
 	s, _ := newSub()
 	g := "xdstp://a/envoy.config.cluster.v3.Cluster/*"
-	d.Subscribe(s, resource.ClusterURL, g, nil)
-	d.Subscribe(s, resource.VirtualHostURL, "rc/foo.com", nil)
+	d.Subscribe(s, NewSub(resource.ClusterURL, g, nil))
+	d.Subscribe(s, NewSub(resource.VirtualHostURL, "rc/foo.com", nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster("xdstp://a/envoy.config.cluster.v3.Cluster/m", "", "1"), vhost("rc/v", "foo.com"), storetest.Cluster("keep", "", "1")}})
 	d.Update(Update{Reset: true, Puts: []*resource.Variant{storetest.Cluster("keep", "", "1")}})
 	if got := pendingNames(s); len(got) != 2 {
 		t.Errorf("reset marks = %v", got)
 	}
-	d.Unsubscribe(s, resource.ClusterURL, g, nil)
-	d.Unsubscribe(s, resource.VirtualHostURL, "rc/foo.com", nil)
+	d.Unsubscribe(s, NewSub(resource.ClusterURL, g, nil))
+	d.Unsubscribe(s, NewSub(resource.VirtualHostURL, "rc/foo.com", nil))
 	ct, vt := d.tables[resource.ClusterURL], d.tables[resource.VirtualHostURL]
 	if len(ct.entries) != 1 || len(ct.globs) != 0 || len(vt.entries) != 0 || len(vt.vhds) != 0 || len(d.interest) != 0 {
 		t.Errorf("not cleaned up: clusters %d globs %d vhosts %d vhds %d interest %d", len(ct.entries), len(ct.globs), len(vt.entries), len(vt.vhds), len(d.interest))
@@ -328,18 +328,18 @@ func TestConcurrentUse(t *testing.T) {
 			held := map[string]int{}
 			for i := range 200 {
 				n := fmt.Sprintf("c%d", i%10)
-				d.Subscribe(s, resource.ClusterURL, n, nil)
+				d.Subscribe(s, NewSub(resource.ClusterURL, n, nil))
 				held[n]++
 				d.Read(func(r *Reader) { r.Get(resource.ClusterURL, n, nil) })
 				s.Drain()
 				if i%3 == 0 {
-					d.Unsubscribe(s, resource.ClusterURL, n, nil)
+					d.Unsubscribe(s, NewSub(resource.ClusterURL, n, nil))
 					held[n]--
 				}
 			}
 			for n, k := range held {
 				for range k {
-					d.Unsubscribe(s, resource.ClusterURL, n, nil)
+					d.Unsubscribe(s, NewSub(resource.ClusterURL, n, nil))
 				}
 			}
 		}()
@@ -362,7 +362,7 @@ func TestInterestHooksInOrderUnderConcurrency(t *testing.T) {
 		errs []string
 	)
 	d := New(Hooks{
-		Interest: func(i Interest, up bool) {
+		Interest: func(i Sub, up bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			if on[i.Name] == up {
@@ -370,7 +370,7 @@ func TestInterestHooksInOrderUnderConcurrency(t *testing.T) {
 			}
 			on[i.Name] = up
 		},
-		Subscribed: func(i Interest) {
+		Subscribed: func(i Sub) {
 			mu.Lock()
 			defer mu.Unlock()
 			if !on[i.Name] {
@@ -386,13 +386,13 @@ func TestInterestHooksInOrderUnderConcurrency(t *testing.T) {
 			s, _ := newSub()
 			for i := range 2000 {
 				n := fmt.Sprintf("c%d", (i+w)%3)
-				d.Subscribe(s, resource.ClusterURL, n, nil)
+				d.Subscribe(s, NewSub(resource.ClusterURL, n, nil))
 				mu.Lock()
 				if !on[n] {
 					errs = append(errs, fmt.Sprintf("%s: subscribed, but its Interest is off", n))
 				}
 				mu.Unlock()
-				d.Unsubscribe(s, resource.ClusterURL, n, nil)
+				d.Unsubscribe(s, NewSub(resource.ClusterURL, n, nil))
 			}
 		}()
 	}
@@ -417,17 +417,17 @@ func TestSubscribedHookMaySubscribe(t *testing.T) {
 	var d *DB
 	s, _ := newSub()
 	d = New(Hooks{
-		Interest: func(Interest, bool) {},
-		Subscribed: func(i Interest) {
+		Interest: func(Sub, bool) {},
+		Subscribed: func(i Sub) {
 			if i.Name == "a" {
-				d.Subscribe(s, resource.ClusterURL, "b", nil)
+				d.Subscribe(s, NewSub(resource.ClusterURL, "b", nil))
 			}
 		},
 	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.Subscribe(s, resource.ClusterURL, "a", nil)
+		d.Subscribe(s, NewSub(resource.ClusterURL, "a", nil))
 	}()
 	select {
 	case <-done:
@@ -446,13 +446,13 @@ func TestUnknownTypeTablesAreCollected(t *testing.T) {
 	s := NewSubscriber(func() {})
 	for i := range 100 {
 		u := fmt.Sprintf("type.googleapis.com/made.Up%d", i)
-		d.Subscribe(s, u, "x", nil)
-		d.Subscribe(s, u, Wildcard, nil)
-		d.Unsubscribe(s, u, "x", nil)
-		d.Unsubscribe(s, u, Wildcard, nil)
+		d.Subscribe(s, NewSub(u, "x", nil))
+		d.Subscribe(s, NewSub(u, Wildcard, nil))
+		d.Unsubscribe(s, NewSub(u, "x", nil))
+		d.Unsubscribe(s, NewSub(u, Wildcard, nil))
 	}
-	d.Subscribe(s, resource.ClusterURL, "x", nil)
-	d.Unsubscribe(s, resource.ClusterURL, "x", nil)
+	d.Subscribe(s, NewSub(resource.ClusterURL, "x", nil))
+	d.Unsubscribe(s, NewSub(resource.ClusterURL, "x", nil))
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	for u := range d.tables {

@@ -85,13 +85,18 @@ const (
 	deltaRemovedNames  = 8
 
 	// discovery.v3.Resource
-	resourceVersion = 1
-	resourceName    = 3
-	resourceAliases = 4
+	resourceVersion      = 1
+	resourcePayload      = 2
+	resourceName         = 3
+	resourceAliases      = 4
+	resourceTTL          = 6
+	resourceCacheControl = 7
+	resourceLocatorName  = 8 // resource_name: name and TP2 constraints
 )
 
-// encode builds the body of r: every field but the nonce.
-func (r *response) encode() []byte {
+// encode builds the body of r: every field but the nonce; ft holds the
+// variants' fragments.
+func (r *response) encode(ft *fragTable) []byte {
 	size := len(r.typeURL) + len(r.version) + 16
 	for _, it := range r.items {
 		if it.v != nil {
@@ -108,7 +113,8 @@ func (r *response) encode() []byte {
 				b = protowire.AppendBytes(b, it.v.Any())
 				continue
 			}
-			wh, rh, a := it.v.WrappedHeader(it.tp2), it.v.ResourceHeader(it.tp2, false), it.v.Any()
+			f := ft.of(it.v)
+			wh, rh, a := f.wrapped(it.tp2), f.header(it.tp2, false), it.v.Any()
 			b = protowire.AppendVarint(b, uint64(len(wh)+len(rh)+len(a)))
 			b = append(append(append(b, wh...), rh...), a...)
 		}
@@ -120,16 +126,16 @@ func (r *response) encode() []byte {
 	for _, it := range r.items {
 		b = protowire.AppendTag(b, deltaResources, protowire.BytesType)
 		if it.heartbeat {
-			b = protowire.AppendBytes(b, it.v.Heartbeat(it.tp2))
+			b = protowire.AppendBytes(b, ft.of(it.v).beat(it.tp2))
 			continue
 		}
 		if it.v != nil && len(it.aliases) == 0 {
-			rh, a := it.v.ResourceHeader(it.tp2, it.ttl), it.v.Any()
+			rh, a := ft.of(it.v).header(it.tp2, it.ttl), it.v.Any()
 			b = protowire.AppendVarint(b, uint64(len(rh)+len(a)))
 			b = append(append(b, rh...), a...)
 			continue
 		}
-		b = protowire.AppendBytes(b, encodeAliased(it, r.version))
+		b = protowire.AppendBytes(b, encodeAliased(ft, it, r.version))
 	}
 	b = protowire.AppendTag(b, deltaTypeURL, protowire.BytesType)
 	b = protowire.AppendString(b, r.typeURL)
@@ -150,7 +156,7 @@ func (r *response) encode() []byte {
 // Resource named and aliased as requested (on-demand VHDS, docs/protocol.md §5.4).
 // The virtual host's bytes are the variant's own (never re-marshaled);
 // streams asking by the same names share the whole body through bodyCache.
-func encodeAliased(it item, version string) []byte {
+func encodeAliased(ft *fragTable, it item, version string) []byte {
 	var b []byte
 	if it.v == nil {
 		b = protowire.AppendTag(b, resourceName, protowire.BytesType)
@@ -158,7 +164,7 @@ func encodeAliased(it item, version string) []byte {
 		b = protowire.AppendTag(b, resourceVersion, protowire.BytesType)
 		b = protowire.AppendString(b, version)
 	} else {
-		rh, a := it.v.ResourceHeader(it.tp2, it.ttl), it.v.Any()
+		rh, a := ft.of(it.v).header(it.tp2, it.ttl), it.v.Any()
 		b = make([]byte, 0, len(rh)+len(a)+16*len(it.aliases))
 		b = append(append(b, rh...), a...)
 	}
@@ -175,6 +181,8 @@ func encodeAliased(it item, version string) []byte {
 // and checked item by item, so a collision costs a miss, never a wrong
 // response.
 type bodyCache struct {
+	frags *fragTable // the variants' encodings, shared by every body
+
 	mu       sync.Mutex
 	seed     maphash.Seed
 	entries  map[uint64]*list.Element
@@ -199,7 +207,7 @@ func (c *bodyCache) clear() {
 }
 
 func newBodyCache(maxBytes int) *bodyCache {
-	return &bodyCache{seed: maphash.MakeSeed(), entries: map[uint64]*list.Element{}, maxBytes: maxBytes}
+	return &bodyCache{frags: &fragTable{}, seed: maphash.MakeSeed(), entries: map[uint64]*list.Element{}, maxBytes: maxBytes}
 }
 
 func (c *bodyCache) hash(r *response) uint64 {
@@ -286,7 +294,7 @@ func sameResponse(a, b *response) bool {
 // built the same response.
 func (c *bodyCache) body(r *response) []byte {
 	if c == nil {
-		return r.encode()
+		return r.encode(nil)
 	}
 	h := c.hash(r)
 	c.mu.Lock()
@@ -299,7 +307,7 @@ func (c *bodyCache) body(r *response) []byte {
 		}
 	}
 	c.mu.Unlock()
-	body := r.encode()
+	body := r.encode(c.frags)
 	if len(body) > c.maxBytes/4 {
 		return body
 	}

@@ -79,7 +79,7 @@ func (h *harness) update(u db.Update) {
 func (h *harness) remove(typeURL string, names ...string) {
 	var u db.Update
 	for _, n := range names {
-		u.Removes = append(u.Removes, [2]string{typeURL, n})
+		u.Removes = append(u.Removes, db.Key{Type: typeURL, Name: n})
 	}
 	h.update(u)
 }
@@ -114,7 +114,11 @@ func variant(typeURL, n, cons, payload string) *resource.Variant {
 }
 
 func dbUpdate(puts []*resource.Variant, removes [][2]string) db.Update {
-	return db.Update{Puts: puts, Removes: removes}
+	u := db.Update{Puts: puts}
+	for _, r := range removes {
+		u.Removes = append(u.Removes, db.Key{Type: r[0], Name: r[1]})
+	}
+	return u
 }
 
 func node(id string, meta map[string]string, features ...string) *corev3.Node {

@@ -23,11 +23,11 @@ func TestMemoRespectsDoNotCache(t *testing.T) {
 			st := &stream{srv: srv, delta: delta, id: id, wake: make(chan struct{}, 1), types: map[string]*typeState{}}
 			st.sub = db.NewSubscriber(st.signal)
 			ts := st.typeState(resource.RouteURL)
-			w := st.newWatch("private", nil, false)
+			w := st.newWatch(ts, "private", nil, false)
 			if _, err := st.addWatch(ts, w); err != nil {
 				t.Fatal(err)
 			}
-			ts.commit()
+			ts.commit(&srv.sets)
 			ts.forceWatch(w)
 			ts.markAll(ts.since)
 			return st

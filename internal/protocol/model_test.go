@@ -217,7 +217,7 @@ func randomChange(h *harness, rng *rand.Rand, k int, names []string, sets [][]st
 		return "remove " + n
 	}
 	set := sets[rng.Intn(len(sets))]
-	u := db.Update{Removes: [][2]string{{resource.ClusterURL, n}}}
+	u := db.Update{Removes: []db.Key{{Type: resource.ClusterURL, Name: n}}}
 	for _, cons := range set {
 		u.Puts = append(u.Puts, variant(resource.ClusterURL, n, cons,
 			fmt.Sprintf(`{"@type": "envoy.config.cluster.v3.Cluster", "name": %q, "alt_stat_name": "%d"}`, n, step)))

@@ -45,11 +45,11 @@ func newPushRig(tb testing.TB, n, size int, delta, tp2 bool) *pushRig {
 		st := &stream{srv: srv, delta: delta, id: uint64(i), wake: make(chan struct{}, 1), types: map[string]*typeState{}}
 		st.sub = db.NewSubscriber(st.signal)
 		ts := st.typeState(resource.ClusterURL)
-		w := st.newWatch("c", map[string]string{"env": "prod"}, tp2)
+		w := st.newWatch(ts, "c", map[string]string{"env": "prod"}, tp2)
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
-		ts.commit()
+		ts.commit(&srv.sets)
 		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		r.streams = append(r.streams, st)
@@ -78,11 +78,11 @@ func newVHDSPushRig(tb testing.TB, n, size int) *pushRig {
 		st := &stream{srv: srv, delta: true, id: uint64(i), wake: make(chan struct{}, 1), types: map[string]*typeState{}}
 		st.sub = db.NewSubscriber(st.signal)
 		ts := st.typeState(resource.VirtualHostURL)
-		w := st.newWatch("rc/www.example.com", nil, false)
+		w := st.newWatch(ts, "rc/www.example.com", nil, false)
 		if _, err := st.addWatch(ts, w); err != nil {
 			tb.Fatal(err)
 		}
-		ts.commit()
+		ts.commit(&srv.sets)
 		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		if outs := st.collect(); len(outs) != 1 {

@@ -61,6 +61,7 @@ type Server struct {
 	log     *slog.Logger
 	cache   *bodyCache
 	memo    memo
+	sets    watchSets
 	metrics *metrics
 
 	ids     atomic.Uint64
@@ -383,7 +384,7 @@ func (st *stream) status() Client {
 			SentAt: timePtr(ts.sentAt), AckedVersion: ts.ackVersion, AckedNonce: ts.ackNonce, AckedAt: timePtr(ts.ackAt),
 			LastNack: ts.nack, Nacks: ts.nacks}
 		for _, w := range ts.ws.sorted {
-			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.name, Params: w.params, Locator: w.tp2})
+			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.Name, Params: w.Params, Locator: w.Locator})
 		}
 		t.Held = []Held{}
 		for n, h := range ts.held.m {

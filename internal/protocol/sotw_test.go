@@ -247,7 +247,7 @@ func TestSotW_1_7_FullStateInACache(t *testing.T) {
 	ps := protocol.NewServer(d, protocol.Options{PendingWait: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	_, conn := protocoltest.Serve(t, ps.Register)
 	d.Update(db.Update{Rev: 1, Puts: []*resource.Variant{cluster("c").WithVersion("1")},
-		Known: []db.Interest{{Type: resource.ClusterURL, Name: "c", Params: db.AnyParams}}})
+		Known: []db.Key{{Type: resource.ClusterURL, Name: "c", ParamsKey: db.AnyParams}}})
 	c := protocoltest.NewSotW(t, conn, nil)
 	start := time.Now()
 	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c", "x"}})
@@ -260,7 +260,7 @@ func TestSotW_1_7_FullStateInACache(t *testing.T) {
 	}
 	c.Ack(r, "c", "x")
 	d.Update(db.Update{Rev: 2, Puts: []*resource.Variant{cluster("x").WithVersion("2")},
-		Known: []db.Interest{{Type: resource.ClusterURL, Name: "x", Params: db.AnyParams}}})
+		Known: []db.Key{{Type: resource.ClusterURL, Name: "x", ParamsKey: db.AnyParams}}})
 	if got := protocoltest.SotWNames(t, c.Recv()); len(got) != 2 {
 		t.Fatalf("once x is known: %v", got)
 	}

@@ -17,51 +17,6 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// watch is one subscription of a stream: a name (a resource, Wildcard, a
-// glob URL, or a VHDS "<rc>/<host>") with the dynamic parameters it selects
-// variants by.
-type watch struct {
-	name   string
-	params constraint.Params
-	pkey   string
-	// tp2 is true when the client subscribed with a TP2 resource locator: it
-	// is sent variants' constraints and takes wrapped resources.
-	tp2 bool
-	// kind is what the name is (set by addWatch, from the type and name).
-	kind watchKind
-}
-
-// watchKey identifies a watch: a name under a parameter set, subscribed by
-// locator (TP2: sent with constraints) or plainly. The same name and
-// parameters by both ways are two watches: the locator's asks for more.
-type watchKey struct {
-	name, pkey string
-	tp2        bool
-}
-
-func (w *watch) key() watchKey { return watchKey{w.name, w.pkey, w.tp2} }
-
-type watchKind int
-
-const (
-	watchName watchKind = iota
-	watchWildcard
-	watchGlob
-	watchVHDS
-)
-
-func kindOf(typeURL, n string) watchKind {
-	switch {
-	case n == db.Wildcard:
-		return watchWildcard
-	case db.IsGlob(n):
-		return watchGlob
-	case typeURL == resource.VirtualHostURL && strings.Contains(n, "/"):
-		return watchVHDS
-	}
-	return watchName
-}
-
 // held is what the client holds (delta) or was last sent (SotW) under one
 // name: usually one variant, several when one stream subscribes a name with
 // several parameter sets (a relay).
@@ -94,13 +49,13 @@ type Nack struct {
 // typeState is a stream's state for one resource type.
 type typeState struct {
 	typ  *resource.Type
-	ws   *watchSet           // the subscriptions, shared with streams subscribed alike
-	edit map[watchKey]*watch // while a request changes them: the new ones
+	ws   *watchSet          // the subscriptions, shared with streams subscribed alike
+	edit map[db.Key]*db.Sub // while a request changes them: the new ones
 	held *heldSet
 	// dncSince is, for a caching proxy (Options.HonorDoNotCache), the db
 	// revision each watch began at: a do_not_cache copy older than the
 	// watch is not sent to it.
-	dncSince map[watchKey]int64
+	dncSince map[db.Key]int64
 
 	// SotW: whether any request named resources (docs/protocol.md §1.5), and
 	// the last request that changed the names, to skip repeats quickly.
@@ -114,8 +69,8 @@ type typeState struct {
 	// request for a type).
 	dirty        map[string]struct{}
 	dirtyAll     bool
-	force        map[string]struct{}   // names
-	forceWatches map[watchKey]struct{} // everything a new watch covers
+	force        map[string]struct{} // names
+	forceWatches map[db.Key]struct{} // everything a new watch covers
 	mustReply    bool
 	since        time.Time
 
@@ -180,51 +135,53 @@ func newTypeState(t *resource.Type) *typeState {
 // fleet subscribed alike keeps one (docs/architecture.md §5: nothing per stream that
 // can be shared).
 type watchSet struct {
-	m       map[watchKey]*watch
-	sorted  []*watch
-	byName  map[string][]*watch
-	special []*watch
+	m       map[db.Key]*db.Sub
+	sorted  []*db.Sub
+	byName  map[string][]*db.Sub
+	special []*db.Sub
 	sig     unique.Handle[string]
 }
 
-var noWatches = &watchSet{m: map[watchKey]*watch{}, byName: map[string][]*watch{}, sig: unique.Make("")}
+var noWatches = &watchSet{m: map[db.Key]*db.Sub{}, byName: map[string][]*db.Sub{}, sig: unique.Make("")}
 
-// internedSets maps a signature to a weak pointer to its set; a set
-// nobody holds is collected, and its entry with it.
-var internedSets sync.Map
+// watchSets interns a Server's watch sets: a signature (with the type) →
+// a weak pointer to its set; a set nobody holds is collected, and its
+// entry with it. Each Server has its own, so servers in one process share
+// nothing that changes.
+type watchSets struct{ m sync.Map }
 
 // sortWatches returns m's watches in order with their signature.
-func sortWatches(m map[watchKey]*watch) ([]*watch, unique.Handle[string], map[watchKey]*watch) {
-	sorted := make([]*watch, 0, len(m))
+func sortWatches(m map[db.Key]*db.Sub) ([]*db.Sub, unique.Handle[string], map[db.Key]*db.Sub) {
+	sorted := make([]*db.Sub, 0, len(m))
 	for _, w := range m {
 		sorted = append(sorted, w)
 	}
-	slices.SortFunc(sorted, func(a, b *watch) int {
-		if c := strings.Compare(a.name, b.name); c != 0 {
+	slices.SortFunc(sorted, func(a, b *db.Sub) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
 		}
-		if c := strings.Compare(a.pkey, b.pkey); c != 0 {
+		if c := strings.Compare(a.ParamsKey, b.ParamsKey); c != 0 {
 			return c
 		}
-		if a.tp2 == b.tp2 {
+		if a.Locator == b.Locator {
 			return 0
 		}
-		if b.tp2 {
+		if b.Locator {
 			return -1
 		}
 		return 1
 	})
 	n := 0
 	for _, w := range sorted {
-		n += len(w.name) + len(w.pkey) + 3
+		n += len(w.Name) + len(w.ParamsKey) + 3
 	}
 	var b strings.Builder
 	b.Grow(n)
 	for _, w := range sorted {
-		b.WriteString(w.name)
+		b.WriteString(w.Name)
 		b.WriteByte(0)
-		b.WriteString(w.pkey)
-		if w.tp2 {
+		b.WriteString(w.ParamsKey)
+		if w.Locator {
 			b.WriteByte(1)
 		}
 		b.WriteByte(0)
@@ -234,50 +191,49 @@ func sortWatches(m map[watchKey]*watch) ([]*watch, unique.Handle[string], map[wa
 
 // makeWatchSet indexes sorted watches (the signature is per type: the
 // type's watches are in one table).
-func makeWatchSet(sorted []*watch, sig unique.Handle[string], m map[watchKey]*watch) *watchSet {
-	ws := &watchSet{m: m, sorted: sorted, byName: make(map[string][]*watch, len(sorted)), sig: sig}
+func makeWatchSet(sorted []*db.Sub, sig unique.Handle[string], m map[db.Key]*db.Sub) *watchSet {
+	ws := &watchSet{m: m, sorted: sorted, byName: make(map[string][]*db.Sub, len(sorted)), sig: sig}
 	for _, w := range sorted {
-		switch w.kind {
-		case watchWildcard, watchGlob:
+		if w.IsCollection() {
 			ws.special = append(ws.special, w)
-		default:
-			ws.byName[w.name] = append(ws.byName[w.name], w)
+		} else {
+			ws.byName[w.Name] = append(ws.byName[w.Name], w)
 		}
 	}
 	return ws
 }
 
-// internWatchSet returns the set with m's watches, shared with every
-// stream of the type that has the same ones.
-func internWatchSet(t *resource.Type, m map[watchKey]*watch) *watchSet {
+// intern returns the set with m's watches of type typeURL, shared with
+// every stream of the type that has the same ones.
+func (sets *watchSets) intern(typeURL string, m map[db.Key]*db.Sub) *watchSet {
 	sorted, sig, m := sortWatches(m)
-	key := internKey{t, sig}
+	key := internKey{typeURL, sig}
 	for {
-		v, ok := internedSets.Load(key)
+		v, ok := sets.m.Load(key)
 		if ok {
 			if old := v.(weak.Pointer[watchSet]).Value(); old != nil {
 				return old
 			}
-			internedSets.CompareAndDelete(key, v)
+			sets.m.CompareAndDelete(key, v)
 			continue
 		}
 		ws := makeWatchSet(sorted, sig, m)
 		wp := weak.Make(ws)
-		if _, loaded := internedSets.LoadOrStore(key, wp); loaded {
+		if _, loaded := sets.m.LoadOrStore(key, wp); loaded {
 			continue // another stream interned it first: use that one
 		}
-		runtime.AddCleanup(ws, func(struct{}) { internedSets.CompareAndDelete(key, wp) }, struct{}{})
+		runtime.AddCleanup(ws, func(struct{}) { sets.m.CompareAndDelete(key, wp) }, struct{}{})
 		return ws
 	}
 }
 
 type internKey struct {
-	typ *resource.Type
-	sig unique.Handle[string]
+	typeURL string
+	sig     unique.Handle[string]
 }
 
 // watches returns the current subscriptions, as being edited if they are.
-func (ts *typeState) watches() map[watchKey]*watch {
+func (ts *typeState) watches() map[db.Key]*db.Sub {
 	if ts.edit != nil {
 		return ts.edit
 	}
@@ -285,9 +241,9 @@ func (ts *typeState) watches() map[watchKey]*watch {
 }
 
 // editing starts (once per request) changing the subscriptions.
-func (ts *typeState) editing() map[watchKey]*watch {
+func (ts *typeState) editing() map[db.Key]*db.Sub {
 	if ts.edit == nil {
-		ts.edit = make(map[watchKey]*watch, len(ts.ws.m)+1)
+		ts.edit = make(map[db.Key]*db.Sub, len(ts.ws.m)+1)
 		for k, w := range ts.ws.m {
 			ts.edit[k] = w
 		}
@@ -295,17 +251,17 @@ func (ts *typeState) editing() map[watchKey]*watch {
 	return ts.edit
 }
 
-// commit ends a request's changes: the new set, interned.
-func (ts *typeState) commit() {
+// commit ends a request's changes: the new set, interned in sets.
+func (ts *typeState) commit(sets *watchSets) {
 	if ts.edit == nil {
 		return
 	}
-	ts.ws = internWatchSet(ts.typ, ts.edit)
+	ts.ws = sets.intern(ts.typ.URL, ts.edit)
 	ts.edit = nil
 }
 
-func (ts *typeState) sinceOf(w *watch) int64 {
-	return ts.dncSince[w.key()]
+func (ts *typeState) sinceOf(w *db.Sub) int64 {
+	return ts.dncSince[w.Key]
 }
 
 // heldSet is what a client holds of one type, by name. Streams in step
@@ -379,15 +335,15 @@ func (ts *typeState) forceName(n string) {
 	ts.force[n] = struct{}{}
 }
 
-func (ts *typeState) forceWatch(w *watch) {
+func (ts *typeState) forceWatch(w *db.Sub) {
 	if ts.forceWatches == nil {
-		ts.forceWatches = map[watchKey]struct{}{}
+		ts.forceWatches = map[db.Key]struct{}{}
 	}
-	ts.forceWatches[w.key()] = struct{}{}
+	ts.forceWatches[w.Key] = struct{}{}
 }
 
-func (ts *typeState) forced(w *watch, n string) bool {
-	if _, ok := ts.forceWatches[w.key()]; ok {
+func (ts *typeState) forced(w *db.Sub, n string) bool {
+	if _, ok := ts.forceWatches[w.Key]; ok {
 		return true
 	}
 	_, ok := ts.force[n]
@@ -492,8 +448,8 @@ func appendNew(list []string, add ...string) []string {
 func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool) *want {
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
-	add := func(v *resource.Variant, wt *watch, alias string) {
-		if honorDNC && v.DoNotCache && wt.kind == watchName && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
+	add := func(v *resource.Variant, wt *db.Sub, alias string) {
+		if honorDNC && v.DoNotCache && wt.Kind == db.Named && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
 			// A copy fetched for this subscription is on its way: until it
 			// comes, nothing is said of the name (a SotW full state waits).
 			// (A wildcard or glob cannot fetch one member afresh; its
@@ -502,7 +458,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAl
 			mark(&w.pendingNames, v.Name)
 			return
 		}
-		it := item{v: v, name: v.Name, tp2: wt.tp2, wrap: wt.tp2 || wrapAll, ttl: ttl && v.TTL > 0}
+		it := item{v: v, name: v.Name, tp2: wt.Locator, wrap: wt.Locator || wrapAll, ttl: ttl && v.TTL > 0}
 		if wrapAll {
 			// A SotW client that takes wrapped resources is sent the
 			// constraints too (docs/architecture.md §4.5).
@@ -531,7 +487,7 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAl
 			onlyNames = append(onlyNames, n)
 		}
 		sort.Strings(onlyNames)
-		watches = append([]*watch(nil), ts.ws.special...)
+		watches = append([]*db.Sub(nil), ts.ws.special...)
 		for _, n := range onlyNames {
 			watches = append(watches, ts.ws.byName[n]...)
 		}
@@ -539,90 +495,90 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAl
 	// full says a wildcard or glob watch is looked at whole: on a full
 	// computation, or when its own name changed (a cache learned that the
 	// source answered it, possibly with nothing).
-	full := func(wt *watch) bool {
+	full := func(wt *db.Sub) bool {
 		if only == nil {
 			return true
 		}
-		_, ok := only[wt.name]
+		_, ok := only[wt.Name]
 		return ok
 	}
 	for _, wt := range watches {
-		k := wt.kind
-		if k == watchVHDS && sotw {
+		k := wt.Kind
+		if k == db.VHDS && sotw {
 			// On-demand VHDS is delta only (docs/protocol.md §5.1): its answers
 			// need aliases, and a not-found one has no payload, which SotW
 			// cannot carry. SotW asks for virtual hosts by name.
-			k = watchName
+			k = db.Named
 		}
 		switch k {
-		case watchWildcard:
+		case db.AllOfType:
 			if typeURL == resource.VirtualHostURL {
 				// On-demand VHDS: the wildcard (namespace) subscription's base
 				// set is empty; base virtual hosts come inline in the route
 				// configuration (README "On-demand VHDS").
 				continue
 			}
-			if !r.Known(typeURL, db.Wildcard, wt.params) {
+			if !r.Known(*wt) {
 				w.pending, w.pendingWildcard = true, true
 				continue
 			}
 			if full(wt) {
-				r.All(typeURL, wt.params, func(v *resource.Variant) { add(v, wt, "") })
+				r.All(typeURL, wt.Params, func(v *resource.Variant) { add(v, wt, "") })
 				continue
 			}
 			for _, n := range onlyNames {
-				if v := r.Get(typeURL, n, wt.params); v != nil {
+				if v := r.Get(typeURL, n, wt.Params); v != nil {
 					add(v, wt, "")
 				}
 			}
-		case watchGlob:
+		case db.Glob:
 			found := false
-			forced := ts.forced(wt, wt.name)
+			forced := ts.forced(wt, wt.Name)
 			if full(wt) || forced {
-				r.GlobMembers(typeURL, wt.name, wt.params, func(v *resource.Variant) { add(v, wt, ""); found = true })
+				r.GlobMembers(typeURL, wt.Name, wt.Params, func(v *resource.Variant) { add(v, wt, ""); found = true })
 				switch {
 				case found:
-				case r.Known(typeURL, wt.name, wt.params):
-					w.globs[wt.name] = forced
+				case r.Known(*wt):
+					w.globs[wt.Name] = forced
 				default:
 					w.pending = true
-					mark(&w.pendingGlobs, wt.name)
+					mark(&w.pendingGlobs, wt.Name)
 				}
 				continue
 			}
 			for _, n := range onlyNames {
-				if g, ok := db.InGlob(n); ok && g == wt.name {
-					if v := r.Get(typeURL, n, wt.params); v != nil {
+				if g, ok := db.InGlob(n); ok && g == wt.Name {
+					if v := r.Get(typeURL, n, wt.Params); v != nil {
 						add(v, wt, "")
 					}
 				}
 			}
-		case watchVHDS:
-			if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil {
-				add(v, wt, wt.name)
-			} else if r.Known(typeURL, wt.name, wt.params) {
-				w.add(item{name: wt.name, aliases: []string{wt.name}, forced: ts.forced(wt, wt.name)})
+		case db.VHDS:
+			if v := r.ResolveVirtualHost(wt.Name, wt.Params); v != nil {
+				add(v, wt, wt.Name)
+			} else if r.Known(*wt) {
+				w.add(item{name: wt.Name, aliases: []string{wt.Name}, forced: ts.forced(wt, wt.Name)})
 			} else {
 				w.pending = true
 			}
 		default:
-			if !covers(wt.name) && !ts.forced(wt, wt.name) {
+			if !covers(wt.Name) && !ts.forced(wt, wt.Name) {
 				continue
 			}
-			if v := r.Get(typeURL, wt.name, wt.params); v != nil {
+			if v := r.Get(typeURL, wt.Name, wt.Params); v != nil {
 				add(v, wt, "")
-			} else if r.Known(typeURL, wt.name, wt.params) {
-				forced := ts.forced(wt, wt.name)
-				w.absent[wt.name] = w.absent[wt.name] || forced
-				if wt.tp2 {
+			} else if r.Known(*wt) {
+				forced := ts.forced(wt, wt.Name)
+				w.absent[wt.Name] = w.absent[wt.Name] || forced
+				if wt.Locator {
 					if w.noMatch == nil {
 						w.noMatch = map[string][]noMatch{}
 					}
-					w.noMatch[wt.name] = append(w.noMatch[wt.name], noMatch{wt.params, forced})
+					w.noMatch[wt.Name] = append(w.noMatch[wt.Name], noMatch{wt.Params, forced})
 				}
 			} else {
 				w.pending = true
-				mark(&w.pendingNames, wt.name)
+				mark(&w.pendingNames, wt.Name)
 			}
 		}
 	}

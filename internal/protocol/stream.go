@@ -28,7 +28,6 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -251,45 +250,29 @@ func (s *stream) typeState(typeURL string) *typeState {
 	return ts
 }
 
-// canonical normalizes a subscribed name, so a client's parameter order or
-// escaping never causes a miss (TP1 "Normalization"). A name that does not
-// parse is kept as given: it cannot match anything, and the client is told
-// so the usual way.
-func canonical(n string) string {
-	if n == db.Wildcard {
-		return n
-	}
-	u, err := name.Parse(n)
-	if err != nil {
-		return n
-	}
-	return u.URN().String()
-}
-
 // addWatch subscribes; the caller commits the type state's watches when
 // its request is done.
-func (s *stream) addWatch(ts *typeState, w *watch) (bool, error) {
-	k := w.key()
+func (s *stream) addWatch(ts *typeState, w *db.Sub) (bool, error) {
+	k := w.Key
 	if _, ok := ts.watches()[k]; ok {
 		return false, nil
 	}
 	if s.watchCount >= s.srv.opts.MaxSubscriptions {
 		return false, status.Errorf(codes.ResourceExhausted, "more than %d subscriptions on one stream", s.srv.opts.MaxSubscriptions)
 	}
-	w.kind = kindOf(ts.typ.URL, w.name)
 	ts.editing()[k] = w
 	s.watchCount++
 	if s.srv.opts.HonorDoNotCache {
 		if ts.dncSince == nil {
-			ts.dncSince = map[watchKey]int64{}
+			ts.dncSince = map[db.Key]int64{}
 		}
 		ts.dncSince[k] = s.srv.db.Rev()
 	}
-	s.srv.db.Subscribe(s.sub, ts.typ.URL, w.name, w.params)
+	s.srv.db.Subscribe(s.sub, *w)
 	return true, nil
 }
 
-func (s *stream) dropWatch(ts *typeState, k watchKey) {
+func (s *stream) dropWatch(ts *typeState, k db.Key) {
 	w, ok := ts.watches()[k]
 	if !ok {
 		return
@@ -297,7 +280,7 @@ func (s *stream) dropWatch(ts *typeState, k watchKey) {
 	delete(ts.editing(), k)
 	delete(ts.dncSince, k)
 	s.watchCount--
-	s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
+	s.srv.db.Unsubscribe(s.sub, *w)
 }
 
 // unsubscribeAll ends every subscription of the stream (it is gone).
@@ -307,17 +290,22 @@ func (s *stream) unsubscribeAll() {
 	s.ended = true
 	for _, ts := range s.types {
 		for _, w := range ts.watches() {
-			s.srv.db.Unsubscribe(s.sub, ts.typ.URL, w.name, w.params)
+			s.srv.db.Unsubscribe(s.sub, *w)
 		}
 	}
 }
 
-func (s *stream) newWatch(n string, locator map[string]string, tp2 bool) *watch {
+// newWatch makes a subscription of the stream: by TP2 locator, with the
+// locator's parameters; or plainly, with the node metadata's in their
+// place (docs/architecture.md §4.5, TP2 "Migrating From Node Metadata").
+func (s *stream) newWatch(ts *typeState, n string, locator map[string]string, byLocator bool) *db.Sub {
 	p := s.nodeParams
-	if tp2 {
+	if byLocator {
 		p = constraint.Params(locator)
 	}
-	return &watch{name: canonical(n), params: p, pkey: p.Key(), tp2: tp2}
+	w := db.NewSub(ts.typ.URL, n, p)
+	w.Locator = byLocator
+	return &w
 }
 
 // begin starts on a request (s.mu held): the type's state, made if new
@@ -369,23 +357,23 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 	// §1.5: the name list replaces the previous one; "*" is an explicit
 	// wildcard, and an empty list is a wildcard only until the client has
 	// named something (and only for the types with wildcard semantics).
-	next := map[watchKey]*watch{}
+	next := map[db.Key]*db.Sub{}
 	for _, n := range req.GetResourceNames() {
-		w := s.newWatch(n, nil, false)
-		next[w.key()] = w
+		w := s.newWatch(ts, n, nil, false)
+		next[w.Key] = w
 	}
 	for _, l := range req.GetResourceLocators() {
-		w := s.newWatch(l.GetName(), l.GetDynamicParameters(), true)
-		next[w.key()] = w
+		w := s.newWatch(ts, l.GetName(), l.GetDynamicParameters(), true)
+		next[w.Key] = w
 	}
 	if len(next) > 0 {
 		ts.everNamed = true
 	} else if !ts.everNamed && ts.typ.FullState {
-		w := s.newWatch(db.Wildcard, nil, false)
-		next[w.key()] = w
+		w := s.newWatch(ts, db.Wildcard, nil, false)
+		next[w.Key] = w
 	}
 	changed := false
-	defer ts.commit()
+	defer ts.commit(&s.srv.sets)
 	for k := range ts.watches() {
 		if _, ok := next[k]; !ok {
 			s.dropWatch(ts, k)
@@ -542,11 +530,11 @@ func (s *stream) declare(ts *typeState, req *discoveryv3.DeltaDiscoveryRequest) 
 	s.declared += len(declared)
 	byLocator := map[string]bool{}
 	for _, l := range req.GetResourceLocatorsSubscribe() {
-		byLocator[canonical(l.GetName())] = true
+		byLocator[db.Canonical(l.GetName())] = true
 	}
 	s.srv.db.Read(func(r *db.Reader) {
 		for n, v := range declared {
-			n = canonical(n)
+			n = db.Canonical(n)
 			hv := heldVariant{version: v}
 			if byLocator[n] {
 				for _, cand := range r.Variants(ts.typ.URL, n) {
@@ -588,9 +576,9 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 	}
 	changed := false
-	defer ts.commit()
+	defer ts.commit(&s.srv.sets)
 	subscribe := func(n string, loc map[string]string, tp2 bool) error {
-		w := s.newWatch(n, loc, tp2)
+		w := s.newWatch(ts, n, loc, tp2)
 		added, err := s.addWatch(ts, w)
 		if err != nil {
 			return err
@@ -599,10 +587,10 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		// §2.2: every subscribed name is answered, even when the server
 		// believes the client is current, except what the client declared
 		// in initial_resource_versions on this same request.
-		if declared := ts.held.get(w.name) != nil; !(first && declared) && w.name != db.Wildcard {
+		if declared := ts.held.get(w.Name) != nil; !(first && declared) && w.Name != db.Wildcard {
 			ts.forceWatch(w)
 		}
-		if w.name == db.Wildcard {
+		if w.Name == db.Wildcard {
 			ts.mustReply = true
 		}
 		return nil
@@ -625,15 +613,15 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 	}
 	unsubscribe := func(n string, loc map[string]string, tp2 bool) {
-		w := s.newWatch(n, loc, tp2)
-		k := w.key()
+		w := s.newWatch(ts, n, loc, tp2)
+		k := w.Key
 		if _, ok := ts.watches()[k]; !ok && ts.typ.URL == resource.VirtualHostURL {
 			// §2.8: a client may unsubscribe a virtual host by its name
 			// rather than the alias it subscribed with.
-			var drop []watchKey
+			var drop []db.Key
 			s.srv.db.Read(func(r *db.Reader) {
 				for wk, wt := range ts.watches() {
-					if v := r.ResolveVirtualHost(wt.name, wt.params); v != nil && v.Name == w.name {
+					if v := r.ResolveVirtualHost(wt.Name, wt.Params); v != nil && v.Name == w.Name {
 						drop = append(drop, wk)
 					}
 				}
@@ -649,12 +637,12 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 		s.dropWatch(ts, k)
 		changed = true
-		if w.name != db.Wildcard && !subscribedByName(ts, w.name) {
+		if w.Name != db.Wildcard && !subscribedByName(ts, w.Name) {
 			// §2.3: a name still covered (by a wildcard or a glob) must be
 			// sent again; otherwise the client has dropped it. Still
 			// subscribed by name (other parameters, or plainly rather than
 			// by locator), the client keeps what it holds under that.
-			ts.forceName(w.name)
+			ts.forceName(w.Name)
 		}
 	}
 	for _, n := range req.GetResourceNamesUnsubscribe() {
@@ -1203,7 +1191,7 @@ func removeHeld(r *response, n string, h *held) {
 // subscribedByName reports whether a watch of ts names n itself.
 func subscribedByName(ts *typeState, n string) bool {
 	for k := range ts.watches() {
-		if k.name == n {
+		if k.Name == n {
 			return true
 		}
 	}
@@ -1220,7 +1208,7 @@ func stillCovered(r *db.Reader, ts *typeState, n string) bool {
 	}
 	g, inGlob := db.InGlob(n)
 	for k := range ts.ws.m {
-		if k.name == n || k.name == db.Wildcard || (inGlob && k.name == g) {
+		if k.Name == n || k.Name == db.Wildcard || (inGlob && k.Name == g) {
 			return true
 		}
 	}

@@ -57,15 +57,15 @@ func (s *scriptedStream) RecvMsg(m any) error {
 func TestNoSubscriptionOutlivesItsStream(t *testing.T) {
 	var (
 		mu       sync.Mutex
-		interest = map[db.Interest]bool{}
+		interest = map[db.Key]bool{}
 	)
-	d := db.New(db.Hooks{Interest: func(i db.Interest, on bool) {
+	d := db.New(db.Hooks{Interest: func(i db.Sub, on bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if on {
-			interest[i] = true
+			interest[i.Key] = true
 		} else {
-			delete(interest, i)
+			delete(interest, i.Key)
 		}
 	}})
 	d.Update(db.Update{Rev: 1, Puts: []*resource.Variant{storetest.Route("a", "", "x").WithVersion("1")}})
