@@ -384,7 +384,6 @@ func (m *modelRun) sameVersion(got, want string) bool {
 	return got == want
 }
 
-
 func markerOf(v *resource.Variant) string {
 	msg, err := v.Message()
 	if err != nil {
