@@ -477,3 +477,48 @@ func TestDeleteOfAWatchedResource(t *testing.T) {
 		t.Fatalf("forced delete left it: %+v", l)
 	}
 }
+
+// serve refuses a damaged store — an existing empty file, a record whose
+// bytes changed on disk — exiting 1 with an error naming the file, rather
+// than starting empty (every full-state client would delete everything) or
+// serving altered data.
+func TestServeRefusesADamagedStore(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flipped := filepath.Join(dir, "flipped.db")
+	st, err := bolt.Open(flipped, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := resource.Decode("c.yaml", []byte(cl+"name: a-cluster-named-distinctly\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{docs[0].Variant}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	data, err := os.ReadFile(flipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Change the cluster's name inside its stored payload (the key keeps
+	// the name: only the record's checksum can tell).
+	i := bytes.LastIndex(data, []byte("a-cluster-named-distinctly"))
+	if i < 0 {
+		t.Fatal("payload not found in the file")
+	}
+	data[i] = 'b'
+	if err := os.WriteFile(flipped, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{{empty, "empty"}, {flipped, "checksum"}} {
+		code, _, errOut := runCmd(t, "serve", "--store", "bolt:"+c.path, "--xds-addr", "127.0.0.1:0", "--admin-addr", "")
+		if code != 1 || !strings.Contains(errOut, c.path) || !strings.Contains(errOut, c.want) {
+			t.Errorf("serve on %s: exit %d, %q", filepath.Base(c.path), code, errOut)
+		}
+	}
+}

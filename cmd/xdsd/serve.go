@@ -129,11 +129,23 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		close(watched)
 	}
 
-	go func() { d.errc <- srv.Run(runCtx) }()
+	// loading ends when the store's state is loaded, or when following
+	// the store fails (then the error ends serve, rather than a server
+	// waiting for ever, not ready).
+	loading, loadFailed := context.WithCancel(ctx)
+	defer loadFailed()
+	go func() {
+		err := srv.Run(runCtx)
+		if err != nil {
+			err = fmt.Errorf("store %s: %w", f.storeSpec, err)
+		}
+		loadFailed()
+		d.errc <- err
+	}()
 	d.start()
 	// Report readiness once the store's state is loaded (an interrupted
 	// load falls through to the shutdown below).
-	if srv.WaitRev(ctx, st.Rev()) == nil {
+	if srv.WaitRev(loading, st.Rev()) == nil {
 		d.serving()
 		log.Info("xdsd serving", "xds", d.xdsAddr(), "admin", d.adminAddr(), "store", f.storeSpec, "revision", st.Rev())
 		if ready != nil {

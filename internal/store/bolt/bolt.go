@@ -6,7 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"hash/fnv"
 	"math"
+	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -69,41 +73,175 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
+	// An existing empty file is no store: opening it would make an empty
+	// one, and a server would tell every full-state client to delete
+	// everything it has.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		return nil, fmt.Errorf("store %s: the file is empty (0 bytes), not a store: restore a backup, or remove the file to start an empty store", path)
+	}
+	if err := checkMetaPages(path); err != nil {
+		return nil, fmt.Errorf("store %s: damaged: %w", path, err)
+	}
+	var db *bbolt.DB
+	err := guard(func() (err error) {
+		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, bberrors.ErrTimeout) {
 			return nil, fmt.Errorf("store %s: in use by another process", path)
 		}
-		return nil, fmt.Errorf("store %s: %w", path, err)
+		return nil, fmt.Errorf("store %s: %w (not a store, or a damaged one: restore a backup)", path, err)
+	}
+	// Read the whole file once, on this goroutine, under guard: a damaged
+	// page (bbolt asserts on it, or it points outside the file) is
+	// refused here, with what is wrong, rather than crash the process or
+	// serve altered data later. (bbolt's Tx.Check walks the file on a
+	// goroutine of its own, where a fault could not be caught.)
+	if err := guard(func() error { return walk(db, path) }); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: damaged: %w (restore a backup)", path, err)
 	}
 	s := &Store{db: db, history: opts.History}
-	err = db.Update(func(tx *bbolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketRes); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketUser); err != nil {
-			return err
-		}
-		if f := meta.Get(keyFormat); f == nil {
-			return meta.Put(keyFormat, u64(format))
-		} else if binary.BigEndian.Uint64(f) != format {
-			return fmt.Errorf("unsupported store format %d (this xdsd reads %d)", binary.BigEndian.Uint64(f), format)
-		}
-		s.rev = int64(getU64(meta.Get(keyRev)))
-		return nil
-	})
+	err = guard(func() error { return db.Update(s.initTx) })
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// checkMetaPages validates both of bbolt's meta pages (the file's first
+// two pages: magic, version, checksum). bbolt opens a file whose newer
+// meta page is damaged at the older one — its previous transaction —
+// silently losing the last committed batch; xdsd refuses such a file
+// instead, so that no acknowledged write is lost without a word.
+// (bbolt writes the meta page last, after syncing the data, so a process
+// killed mid-commit leaves both valid.)
+func checkMetaPages(path string) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil // a new store
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	const headerSize, metaSize, magic, version = 16, 56, 0xED0CDAED, 2 // metaSize: the fields before the checksum
+	read := func(off int64) ([]byte, error) {
+		b := make([]byte, headerSize+metaSize+8)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return nil, err
+		}
+		return b[headerSize:], nil
+	}
+	valid := func(m []byte) bool {
+		h := fnv.New64a()
+		h.Write(m[:metaSize])
+		return binary.LittleEndian.Uint32(m[0:]) == magic && binary.LittleEndian.Uint32(m[4:]) == version &&
+			binary.LittleEndian.Uint64(m[metaSize:]) == h.Sum64()
+	}
+	m0, err := read(0)
+	if err != nil {
+		return nil // too short to be a store: bbolt says so
+	}
+	pageSize := int64(os.Getpagesize())
+	if valid(m0) {
+		pageSize = int64(binary.LittleEndian.Uint32(m0[8:]))
+	}
+	m1, err := read(pageSize)
+	if err != nil {
+		return nil
+	}
+	switch v0, v1 := valid(m0), valid(m1); {
+	case v0 == v1:
+		return nil // both good, or no bolt file at all (bbolt says so)
+	case !v0:
+		return errors.New("meta page 0 is damaged: opening at the other would go back to an earlier transaction and lose committed batches; restore a backup")
+	default:
+		return errors.New("meta page 1 is damaged: opening at the other would go back to an earlier transaction and lose committed batches; restore a backup")
+	}
+}
+
+// walk checks the file is as long as its meta page says, and reads every
+// key and value of every bucket.
+func walk(db *bbolt.DB, path string) error {
+	return db.View(func(tx *bbolt.Tx) error {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if tx.Size() > fi.Size() {
+			return fmt.Errorf("truncated: %d bytes, %d expected", fi.Size(), tx.Size())
+		}
+		var visit func(b *bbolt.Bucket, depth int) error
+		visit = func(b *bbolt.Bucket, depth int) error {
+			if depth > 8 {
+				return errors.New("buckets nested too deep")
+			}
+			return b.ForEach(func(k, v []byte) error {
+				if v == nil {
+					if nb := b.Bucket(k); nb != nil {
+						return visit(nb, depth+1)
+					}
+				}
+				return nil
+			})
+		}
+		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return visit(b, 0) }); err != nil {
+			return err
+		}
+		// Every stored variant decodes and passes its checksum.
+		if res := tx.Bucket(bucketRes); res != nil {
+			return res.ForEach(func(k, v []byte) error {
+				key, err := splitKey(k)
+				if err != nil {
+					return err
+				}
+				_, err = decodeRecord(key, v)
+				return err
+			})
+		}
+		return nil
+	})
+}
+
+// guard runs fn, turning a panic — bbolt asserts on damaged pages, and a
+// fault reading a mapped page past a truncated file's end is made a panic
+// here — into an error, so a damaged store never crashes the process.
+func guard(fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("damaged store: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// initTx makes the store's buckets and reads its revision.
+func (s *Store) initTx(tx *bbolt.Tx) error {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketRes); err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketUser); err != nil {
+		return err
+	}
+	if f := meta.Get(keyFormat); f == nil {
+		return meta.Put(keyFormat, u64(format))
+	} else if binary.BigEndian.Uint64(f) != format {
+		return fmt.Errorf("unsupported store format %d (this xdsd reads %d)", binary.BigEndian.Uint64(f), format)
+	}
+	s.rev = int64(getU64(meta.Get(keyRev)))
+	return nil
 }
 
 func u64(n uint64) []byte {
@@ -146,7 +284,21 @@ const (
 	fBody        = 4
 	fDoNotCache  = 5
 	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
+	// fChecksum, last, is the CRC-32C of the record's key and of every
+	// field before it: a record damaged on disk (a flipped bit in its key,
+	// type, constraints or payload) is refused, never served altered.
+	// Records written before it was kept have none.
+	fChecksum = 15
 )
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func recordSum(k resource.Key, fields []byte) []byte {
+	h := crc32.New(castagnoli)
+	h.Write(resKey(k))
+	h.Write(fields)
+	return binary.BigEndian.AppendUint32(nil, h.Sum32())
+}
 
 func encodeRecord(v *resource.Variant) ([]byte, error) {
 	var b []byte
@@ -171,7 +323,10 @@ func encodeRecord(v *resource.Variant) ([]byte, error) {
 		b = protowire.AppendBytes(b, protowire.AppendVarint(nil, uint64(v.TTL)))
 	}
 	b = protowire.AppendTag(b, fBody, protowire.BytesType)
-	return protowire.AppendBytes(b, v.Body()), nil
+	b = protowire.AppendBytes(b, v.Body())
+	sum := recordSum(v.Key(), b)
+	b = protowire.AppendTag(b, fChecksum, protowire.BytesType)
+	return protowire.AppendBytes(b, sum), nil
 }
 
 func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
@@ -182,7 +337,9 @@ func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 		dnc                 bool
 		ttl                 time.Duration
 	)
+	all := b
 	for len(b) > 0 {
+		fieldStart := len(all) - len(b)
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
 			return nil, fmt.Errorf("corrupt record for %s", k)
@@ -210,6 +367,10 @@ func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 			cons = c
 		case fBody:
 			body = val
+		case fChecksum:
+			if len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart])) {
+				return nil, fmt.Errorf("damaged record for %s: checksum mismatch", k)
+			}
 		case fDoNotCache:
 			dnc = len(val) == 1 && val[0] == 1
 		case fTTL:
@@ -383,43 +544,45 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 		return store.ChangeSet{}, store.ErrClosed
 	}
 	var cs store.ChangeSet
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		meta, res, lg := tx.Bucket(bucketMeta), tx.Bucket(bucketRes), tx.Bucket(bucketLog)
-		rev := int64(getU64(meta.Get(keyRev)))
-		compacted := int64(getU64(meta.Get(keyCompact)))
-		if since < 0 || since < compacted || since > rev {
-			cs = store.ChangeSet{Rev: rev, Reset: true}
-			return res.ForEach(func(k, v []byte) error {
-				key, err := splitKey(k)
+	err := guard(func() error {
+		return s.db.View(func(tx *bbolt.Tx) error {
+			meta, res, lg := tx.Bucket(bucketMeta), tx.Bucket(bucketRes), tx.Bucket(bucketLog)
+			rev := int64(getU64(meta.Get(keyRev)))
+			compacted := int64(getU64(meta.Get(keyCompact)))
+			if since < 0 || since < compacted || since > rev {
+				cs = store.ChangeSet{Rev: rev, Reset: true}
+				return res.ForEach(func(k, v []byte) error {
+					key, err := splitKey(k)
+					if err != nil {
+						return err
+					}
+					vr, err := decodeRecord(key, v)
+					if err != nil {
+						return err
+					}
+					cs.Puts = append(cs.Puts, vr)
+					return nil
+				})
+			}
+			var keys []resource.Key
+			c := lg.Cursor()
+			for k, v := c.Seek(u64(uint64(since + 1))); k != nil; k, v = c.Next() {
+				ks, err := decodeKeys(v)
 				if err != nil {
 					return err
 				}
-				vr, err := decodeRecord(key, v)
-				if err != nil {
-					return err
+				keys = append(keys, ks...)
+			}
+			var err error
+			cs, err = store.Coalesce(rev, keys, func(k resource.Key) (*resource.Variant, error) {
+				v := res.Get(resKey(k))
+				if v == nil {
+					return nil, nil
 				}
-				cs.Puts = append(cs.Puts, vr)
-				return nil
+				return decodeRecord(k, v)
 			})
-		}
-		var keys []resource.Key
-		c := lg.Cursor()
-		for k, v := c.Seek(u64(uint64(since + 1))); k != nil; k, v = c.Next() {
-			ks, err := decodeKeys(v)
-			if err != nil {
-				return err
-			}
-			keys = append(keys, ks...)
-		}
-		var err error
-		cs, err = store.Coalesce(rev, keys, func(k resource.Key) (*resource.Variant, error) {
-			v := res.Get(resKey(k))
-			if v == nil {
-				return nil, nil
-			}
-			return decodeRecord(k, v)
+			return err
 		})
-		return err
 	})
 	return cs, err
 }
@@ -433,12 +596,14 @@ func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
 		return nil, store.ErrClosed
 	}
 	var v []byte
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		// bbolt's bytes live only as long as the transaction.
-		if b := tx.Bucket(bucketUser).Get([]byte(key)); len(b) > 0 {
-			v = bytes.Clone(b)
-		}
-		return nil
+	err := guard(func() error {
+		return s.db.View(func(tx *bbolt.Tx) error {
+			// bbolt's bytes live only as long as the transaction.
+			if b := tx.Bucket(bucketUser).Get([]byte(key)); len(b) > 0 {
+				v = bytes.Clone(b)
+			}
+			return nil
+		})
 	})
 	return v, err
 }
