@@ -47,12 +47,10 @@ func newFanRig(tb testing.TB, n, r int, delta, wildcard bool) *fanRig {
 		}
 		for _, nm := range ws {
 			w := st.newWatch(ts, nm, nil, false)
-			if _, err := st.addWatch(ts, w); err != nil {
+			if err := subscribeTo(st, ts, w); err != nil {
 				tb.Fatal(err)
 			}
-			ts.forceWatch(w)
 		}
-		ts.commit(&srv.sets)
 		ts.markAll(ts.since)
 		if outs := st.collect(); len(outs) != 1 {
 			tb.Fatalf("initial: %d responses", len(outs))

@@ -24,11 +24,9 @@ func TestMemoRespectsDoNotCache(t *testing.T) {
 			st.sub = db.NewSubscriber(st.signal)
 			ts := st.typeState(resource.RouteURL)
 			w := st.newWatch(ts, "private", nil, false)
-			if _, err := st.addWatch(ts, w); err != nil {
+			if err := subscribeTo(st, ts, w); err != nil {
 				t.Fatal(err)
 			}
-			ts.commit(&srv.sets)
-			ts.forceWatch(w)
 			ts.markAll(ts.since)
 			return st
 		}

@@ -46,11 +46,9 @@ func newPushRig(tb testing.TB, n, size int, delta, tp2 bool) *pushRig {
 		st.sub = db.NewSubscriber(st.signal)
 		ts := st.typeState(resource.ClusterURL)
 		w := st.newWatch(ts, "c", map[string]string{"env": "prod"}, tp2)
-		if _, err := st.addWatch(ts, w); err != nil {
+		if err := subscribeTo(st, ts, w); err != nil {
 			tb.Fatal(err)
 		}
-		ts.commit(&srv.sets)
-		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		r.streams = append(r.streams, st)
 	}
@@ -79,11 +77,9 @@ func newVHDSPushRig(tb testing.TB, n, size int) *pushRig {
 		st.sub = db.NewSubscriber(st.signal)
 		ts := st.typeState(resource.VirtualHostURL)
 		w := st.newWatch(ts, "rc/www.example.com", nil, false)
-		if _, err := st.addWatch(ts, w); err != nil {
+		if err := subscribeTo(st, ts, w); err != nil {
 			tb.Fatal(err)
 		}
-		ts.commit(&srv.sets)
-		ts.forceWatch(w)
 		ts.markAll(ts.since)
 		if outs := st.collect(); len(outs) != 1 {
 			tb.Fatalf("initial: %d responses", len(outs))
@@ -215,4 +211,18 @@ func BenchmarkPush(b *testing.B) {
 			}
 		}
 	}
+}
+
+// subscribeTo subscribes st to w on ts as a request does: it is answered
+// even if the client holds what it covers.
+func subscribeTo(st *stream, ts *typeState, w *db.Sub) error {
+	st.mu.Lock()
+	c := st.change(ts)
+	if _, err := c.add(w); err != nil {
+		st.mu.Unlock()
+		return err
+	}
+	c.force = append(c.force, w)
+	st.apply(c)
+	return nil
 }

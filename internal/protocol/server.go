@@ -160,7 +160,6 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	s.mu.Unlock()
 	s.metrics.streams.WithLabelValues(st.kind()).Inc()
 	defer func() {
-		st.unsubscribeAll()
 		s.mu.Lock()
 		delete(s.streams, st.id)
 		last := len(s.streams) == 0

@@ -49,8 +49,7 @@ type Nack struct {
 // typeState is a stream's state for one resource type.
 type typeState struct {
 	typ  *resource.Type
-	ws   *watchSet          // the subscriptions, shared with streams subscribed alike
-	edit map[db.Key]*db.Sub // while a request changes them: the new ones
+	ws   *watchSet // the subscriptions, shared with streams subscribed alike
 	held *heldSet
 	// dncSince is, for a caching proxy (Options.HonorDoNotCache), the db
 	// revision each watch began at: a do_not_cache copy older than the
@@ -230,34 +229,6 @@ func (sets *watchSets) intern(typeURL string, m map[db.Key]*db.Sub) *watchSet {
 type internKey struct {
 	typeURL string
 	sig     unique.Handle[string]
-}
-
-// watches returns the current subscriptions, as being edited if they are.
-func (ts *typeState) watches() map[db.Key]*db.Sub {
-	if ts.edit != nil {
-		return ts.edit
-	}
-	return ts.ws.m
-}
-
-// editing starts (once per request) changing the subscriptions.
-func (ts *typeState) editing() map[db.Key]*db.Sub {
-	if ts.edit == nil {
-		ts.edit = make(map[db.Key]*db.Sub, len(ts.ws.m)+1)
-		for k, w := range ts.ws.m {
-			ts.edit[k] = w
-		}
-	}
-	return ts.edit
-}
-
-// commit ends a request's changes: the new set, interned in sets.
-func (ts *typeState) commit(sets *watchSets) {
-	if ts.edit == nil {
-		return
-	}
-	ts.ws = sets.intern(ts.typ.URL, ts.edit)
-	ts.edit = nil
 }
 
 func (ts *typeState) sinceOf(w *db.Sub) int64 {
