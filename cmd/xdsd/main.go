@@ -30,6 +30,7 @@ func commands() []command {
 		{"validate", "check resource files offline; nothing is stored", runValidate},
 		{"get", "print what a client with given parameters gets from a server", runGet},
 		{"watch", "print every update a client with given parameters gets, until interrupted", runWatch},
+		{"status", "for each connected client, what it ACKed or NACKed, per type, with a summary", runStatus},
 		{"version", "print the version and VCS revision xdsd was built from", runVersion},
 	}
 }

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// clientStatus is what status reads of /v1/clients.
+type clientStatus struct {
+	NodeID   string            `json:"node_id"`
+	Identity string            `json:"identity,omitempty"`
+	Address  string            `json:"address"`
+	Params   map[string]string `json:"node_params,omitempty"`
+	Types    []struct {
+		Type         string `json:"type"`
+		SentVersion  string `json:"sent_version"`
+		SentNonce    string `json:"sent_nonce"`
+		AckedVersion string `json:"acked_version"`
+		AckedNonce   string `json:"acked_nonce"`
+		LastNack     *struct {
+			Nonce    string `json:"nonce"`
+			Version  string `json:"version"`
+			LastGood string `json:"last_good_version"`
+			Error    string `json:"error"`
+		} `json:"last_nack"`
+	} `json:"types"`
+}
+
+// StatusReport is what `xdsd status -o yaml|json` prints.
+type StatusReport struct {
+	Summary []TypeSummary  `json:"summary"`
+	Clients []ClientReport `json:"clients"`
+}
+
+// TypeSummary counts the clients of one type by their state.
+type TypeSummary struct {
+	Type    string `json:"type"`
+	Clients int    `json:"clients"`
+	Synced  int    `json:"synced"` // ACKed the latest the server sent (at --revision or later, when given)
+	NACKed  int    `json:"nacked"` // rejected the latest the server sent
+	Pending int    `json:"pending"`
+}
+
+// ClientReport is one client's state per type.
+type ClientReport struct {
+	Node     string            `json:"node"`
+	Identity string            `json:"identity,omitempty"`
+	Address  string            `json:"address"`
+	Params   map[string]string `json:"params,omitempty"`
+	Types    []ClientType      `json:"types"`
+}
+
+// ClientType is one client's state for one type.
+type ClientType struct {
+	Type    string `json:"type"`
+	State   string `json:"state"` // synced, nacked, pending
+	Acked   string `json:"acked_version,omitempty"`
+	Sent    string `json:"sent_version,omitempty"`
+	NACK    string `json:"last_nack,omitempty"`
+	NACKFor string `json:"nacked_version,omitempty"`
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server or relay")
+	rev := fs.Int64("revision", 0, "count a client as synced only once it ACKed this revision or a later one")
+	output := fs.String("o", "text", "output format: text, yaml or json")
+	pos, err := parse(fs, args, "status [--admin ADDR] [--revision N] [-o text|yaml|json]", stdout)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	if *output != "text" && *output != "yaml" && *output != "json" {
+		return usagef("-o %q: want text, yaml or json", *output)
+	}
+	req, err := http.NewRequest(http.MethodGet, adminURL(*addr, "/v1/clients"), nil)
+	if err != nil {
+		return usagef("--admin %q: %v", *addr, err)
+	}
+	var clients []clientStatus
+	if err := call(req, &clients); err != nil {
+		return err
+	}
+	rep := buildStatus(clients, *rev)
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	case "yaml":
+		js, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		y, err := resource.JSONToYAML(js)
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(y)
+		return err
+	}
+	printStatus(stdout, rep, *rev)
+	return nil
+}
+
+func buildStatus(clients []clientStatus, rev int64) StatusReport {
+	rep := StatusReport{Summary: []TypeSummary{}, Clients: []ClientReport{}}
+	sums := map[string]*TypeSummary{}
+	for _, c := range clients {
+		cr := ClientReport{Node: c.NodeID, Identity: c.Identity, Address: c.Address, Params: c.Params, Types: []ClientType{}}
+		for _, t := range c.Types {
+			ct := ClientType{Type: short(t.Type), Acked: t.AckedVersion, Sent: t.SentVersion}
+			switch {
+			case t.LastNack != nil && t.LastNack.Nonce == t.SentNonce && t.SentNonce != "":
+				ct.State, ct.NACK, ct.NACKFor = "nacked", t.LastNack.Error, t.LastNack.Version
+			case t.SentNonce != "" && t.AckedNonce == t.SentNonce && atLeast(t.AckedVersion, rev):
+				ct.State = "synced"
+			default:
+				ct.State = "pending"
+			}
+			cr.Types = append(cr.Types, ct)
+			s := sums[ct.Type]
+			if s == nil {
+				s = &TypeSummary{Type: ct.Type}
+				sums[ct.Type] = s
+			}
+			s.Clients++
+			switch ct.State {
+			case "synced":
+				s.Synced++
+			case "nacked":
+				s.NACKed++
+			default:
+				s.Pending++
+			}
+		}
+		rep.Clients = append(rep.Clients, cr)
+	}
+	for _, s := range sums {
+		rep.Summary = append(rep.Summary, *s)
+	}
+	sort.Slice(rep.Summary, func(i, j int) bool { return rep.Summary[i].Type < rep.Summary[j].Type })
+	return rep
+}
+
+// atLeast reports whether a version (a revision, or a revision and a
+// hash) is at revision rev or later; any version is, for rev 0.
+func atLeast(version string, rev int64) bool {
+	if rev <= 0 {
+		return true
+	}
+	r, _, _ := strings.Cut(version, "-")
+	n, err := strconv.ParseInt(r, 10, 64)
+	return err == nil && n >= rev
+}
+
+// short names a type by its alias when it has one (rds, cds, …).
+func short(typeName string) string {
+	for alias, full := range map[string]string{
+		"lds": "envoy.config.listener.v3.Listener", "rds": "envoy.config.route.v3.RouteConfiguration",
+		"cds": "envoy.config.cluster.v3.Cluster", "eds": "envoy.config.endpoint.v3.ClusterLoadAssignment",
+		"sds": "envoy.extensions.transport_sockets.tls.v3.Secret", "vhds": "envoy.config.route.v3.VirtualHost",
+		"srds": "envoy.config.route.v3.ScopedRouteConfiguration", "rtds": "envoy.service.runtime.v3.Runtime",
+		"ecds": "envoy.config.core.v3.TypedExtensionConfig",
+	} {
+		if full == typeName {
+			return alias
+		}
+	}
+	return typeName
+}
+
+func printStatus(w io.Writer, rep StatusReport, rev int64) {
+	at := ""
+	if rev > 0 {
+		at = fmt.Sprintf(" at revision %d or later", rev)
+	}
+	if len(rep.Clients) == 0 {
+		fmt.Fprintln(w, "no client connected")
+		return
+	}
+	for _, s := range rep.Summary {
+		fmt.Fprintf(w, "%s: %d/%d synced%s, %d NACKed, %d pending\n", s.Type, s.Synced, s.Clients, at, s.NACKed, s.Pending)
+	}
+	fmt.Fprintln(w)
+	for _, c := range rep.Clients {
+		var params []string
+		for k, v := range c.Params {
+			params = append(params, k+"="+v)
+		}
+		sort.Strings(params)
+		who := c.Node
+		if c.Identity != "" {
+			who += " (" + c.Identity + ")"
+		}
+		fmt.Fprintf(w, "%s %s %s\n", who, c.Address, strings.Join(params, " "))
+		for _, t := range c.Types {
+			switch t.State {
+			case "nacked":
+				fmt.Fprintf(w, "  %-5s NACKed version %s (holds %s): %s\n", t.Type, t.NACKFor, t.Acked, t.NACK)
+			default:
+				fmt.Fprintf(w, "  %-5s %s, ACKed %s (sent %s)\n", t.Type, t.State, t.Acked, t.Sent)
+			}
+		}
+	}
+}
