@@ -53,7 +53,8 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		p := t.pos.(jsonPositions)
 		return nil, ErrorList{jsonSyntaxError(t.loc.Source, t.loc.Index, js, p.line, p.col)}
 	}
-	if p, off, first, dup := duplicateKey(js); dup {
+	p, off, first, dup, deepest := duplicateKey(js)
+	if dup {
 		key := p[strings.LastIndexAny(p, ".]")+1:]
 		line, _ := t.pos.at(first)
 		return nil, ErrorList{t.errAt(off, p, "duplicate key %q (first on line %d): a key may appear only once in an object (otherwise the last would silently win)", key, line)}
@@ -222,7 +223,15 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	}
 
 	if body == nil { // a collection's entries were validated one by one
-		for _, fe := range validateAuthored(msg, 1) {
+		// Each level of JSON nesting is at most three of the encoding (a
+		// google.protobuf.Struct: the Struct, a map entry, a Value), and a
+		// leaf one more: a document nested no deeper than this cannot
+		// reach the limit, and only its Any values need looking into.
+		limit := MaxNesting
+		if 3*deepest+3 <= MaxNesting {
+			limit = 0
+		}
+		for _, fe := range validateAuthored(msg, 1, limit) {
 			errs = append(errs, t.errPath(joinPath(resPath, fe.Path), "%s", fe.Msg))
 		}
 	}

@@ -2,6 +2,7 @@ package resource
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -66,5 +67,37 @@ func BenchmarkDecodeJSONArray(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A repeated key is found however it is escaped, and at any depth.
+func TestDuplicateKey(t *testing.T) {
+	for js, want := range map[string]string{
+		`{"a": 1, "b": {"c": [1, {"d": 1, "d": 2}]}}`: "b.c[1].d",
+		`{"a": 1, "\u0061": 2}`:                       "a",
+		`{"x": [{"a": 1}, {"a": 2}], "y": {"a": 1}}`:  "",
+		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`: "k3",
+	} {
+		p, _, _, found, _ := duplicateKey([]byte(js))
+		if p != want || found != (want != "") {
+			t.Errorf("%s: %q %v, want %q", js, p, found, want)
+		}
+	}
+}
+
+// A caller that stops early gets its error back, and the decoding
+// goroutines end (TestMain checks for leaks).
+func TestDecodeReaderStops(t *testing.T) {
+	stop := errors.New("enough")
+	n := 0
+	err := DecodeReader("b.json", bytes.NewReader(jsonArray(5000)), JSON, func(*Document) error {
+		n++
+		if n == 10 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 10 {
+		t.Errorf("err %v after %d documents, want %v after 10", err, n, stop)
 	}
 }

@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -167,40 +168,63 @@ func indexSeg(i int) pathSeg  { return pathSeg{kind: 'i', index: i} }
 // duplicateKey finds the first key that repeats within one object of the
 // document js, valid JSON: the field path of the repeated key, its offset
 // and the offset of its first occurrence. encoding/json and protojson
-// would silently keep the last value. It reads js once.
-func duplicateKey(js []byte) (p string, off, first int, found bool) {
+// would silently keep the last value. It reads js once, and allocates
+// little: frames are reused, and keys are compared as written unless one
+// is escaped. deepest is how deeply objects and arrays nest in js.
+func duplicateKey(js []byte) (p string, off, first int, found bool, deepest int) {
+	type key struct{ start, end int } // the key's text, without its quotes
 	type frame struct {
 		obj  bool
-		keys []member // small objects are scanned, large ones hashed
-		big  map[string]int
-		cur  string // object: the key whose value comes next
-		n    int    // array: elements so far
+		keys []key
+		big  map[string]int // past 16 keys
+		cur  key            // object: the key whose value comes next
+		n    int            // array: elements so far
 	}
 	var (
 		stack   []frame
-		segs    pathSegs
+		depth   int
 		wantKey bool
 	)
+	text := func(k key) string {
+		if bytes.IndexByte(js[k.start:k.end], '\\') >= 0 {
+			return unquote(js, k.start-1)
+		}
+		return string(js[k.start:k.end])
+	}
+	same := func(a, b key) bool {
+		ka, kb := js[a.start:a.end], js[b.start:b.end]
+		if bytes.IndexByte(ka, '\\') < 0 && bytes.IndexByte(kb, '\\') < 0 {
+			return bytes.Equal(ka, kb)
+		}
+		return text(a) == text(b)
+	}
+	path := func(last key) string {
+		segs := make(pathSegs, 0, depth)
+		for _, f := range stack[:depth-1] {
+			if f.obj {
+				segs = append(segs, keySeg(text(f.cur)))
+			} else {
+				segs = append(segs, indexSeg(f.n))
+			}
+		}
+		return append(segs, keySeg(text(last))).String()
+	}
 	for i := 0; i < len(js); i++ {
 		switch c := js[i]; c {
 		case '{', '[':
-			if n := len(stack); n > 0 {
-				if stack[n-1].obj {
-					segs = append(segs, keySeg(stack[n-1].cur))
-				} else {
-					segs = append(segs, indexSeg(stack[n-1].n))
-				}
+			if depth == len(stack) {
+				stack = append(stack, frame{})
 			}
-			stack = append(stack, frame{obj: c == '{'})
+			f := &stack[depth]
+			f.obj, f.keys, f.big, f.n = c == '{', f.keys[:0], nil, 0
+			depth++
+			deepest = max(deepest, depth)
 			wantKey = c == '{'
 		case '}', ']':
-			stack = stack[:len(stack)-1]
-			if len(stack) > 0 {
-				segs = segs[:len(segs)-1]
-			}
+			depth--
 			wantKey = false
 		case ',':
-			if top := &stack[len(stack)-1]; top.obj {
+			if top := &stack[depth-1]; top.obj {
 				wantKey = true
 			} else {
 				top.n++
@@ -209,37 +233,37 @@ func duplicateKey(js []byte) (p string, off, first int, found bool) {
 			end := skipString(js, i)
 			if wantKey {
 				wantKey = false
-				top := &stack[len(stack)-1]
-				k := unquote(js, i)
+				top := &stack[depth-1]
+				k := key{i + 1, end - 1}
 				prev, dup := -1, false
 				if top.big != nil {
-					prev, dup = top.big[k]
-					top.big[k] = i
+					t := text(k)
+					prev, dup = top.big[t]
+					top.big[t] = i
 				} else {
-					for _, m := range top.keys {
-						if m.key == k {
-							prev, dup = m.keyOff, true
+					for _, o := range top.keys {
+						if same(o, k) {
+							prev, dup = o.start-1, true
 							break
 						}
 					}
-					top.keys = append(top.keys, member{key: k, keyOff: i})
+					top.keys = append(top.keys, k)
 					if len(top.keys) > 16 {
 						top.big = make(map[string]int, 32)
-						for _, m := range top.keys {
-							top.big[m.key] = m.keyOff
+						for _, o := range top.keys {
+							top.big[text(o)] = o.start - 1
 						}
-						top.keys = nil
 					}
 				}
 				if dup {
-					return append(segs, keySeg(k)).String(), i, prev, true
+					return path(k), i, prev, true, deepest
 				}
 				top.cur = k
 			}
 			i = end - 1
 		}
 	}
-	return "", 0, 0, false
+	return "", 0, 0, false, deepest
 }
 
 // pathAt returns the field path of the innermost key or value of the

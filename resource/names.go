@@ -111,7 +111,7 @@ func decodeCollection(t *docText, resPath string, typ *Type, res []member, errs 
 			errs = append(errs, perr)
 			continue
 		}
-		for _, fe := range validateAuthored(e, 2) {
+		for _, fe := range validateAuthored(e, 2, MaxNesting) {
 			errs = append(errs, t.errPath(joinPath(p, fe.Path), "%s", fe.Msg))
 		}
 		switch x := e.ResourceSpecifier.(type) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 
 	"google.golang.org/protobuf/proto"
@@ -48,10 +49,11 @@ func Validate(m proto.Message) []FieldError {
 }
 
 // validateAuthored is Validate for a resource being authored, which also
-// must not nest deeper than MaxNesting. level is the nesting level of m in
-// what is served: 1 for a resource, 2 for an entry of a collection.
-func validateAuthored(m proto.Message, level int) []FieldError {
-	w := walker{limit: MaxNesting}
+// must not nest deeper than limit (MaxNesting, or 0 when the caller knows
+// it cannot). level is the nesting level of m in what is served: 1 for a
+// resource, 2 for an entry of a collection.
+func validateAuthored(m proto.Message, level, limit int) []FieldError {
+	w := walker{limit: limit}
 	w.validate(m, 0, level)
 	return w.out
 }
@@ -155,12 +157,20 @@ func snakeField(f string) string {
 
 var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
 
-// fields walks the message fields of m, a message at nesting level level.
+// fields walks the message fields of m, a message at nesting level level,
+// skipping those whose type can hold no Any and cannot nest past the
+// limit from there: most of a resource, walked in a fraction of the time.
 func (w *walker) fields(m protoreflect.Message, anys, level int) {
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	sh := shapeOf(m.Descriptor())
+	for i, fd := range sh.fields {
+		c := sh.kids[i]
+		if !c.hasAny && (w.limit == 0 || c.depth >= 0 && level+c.depth <= w.limit) || !m.Has(fd) {
+			continue
+		}
+		v := m.Get(fd)
 		w.push(pathSeg{kind: 'f', name: string(fd.Name())})
 		switch {
-		case fd.IsList() && fd.Message() != nil:
+		case fd.IsList():
 			l := v.List()
 			for i := 0; i < l.Len(); i++ {
 				w.push(pathSeg{kind: 'i', index: i})
@@ -177,12 +187,125 @@ func (w *walker) fields(m protoreflect.Message, anys, level int) {
 			})
 		case fd.IsMap():
 			w.checkLevel(level + 1)
-		case fd.Message() != nil:
+		default:
 			w.message(v.Message(), anys, level+1)
 		}
 		w.pop()
+	}
+}
+
+// shape is what the walker needs to know of a message type: its fields
+// that hold messages (map entries included), with what each can hold.
+type shape struct {
+	fields []protoreflect.FieldDescriptor
+	kids   []*shape
+	// hasAny: a value of the type can hold a google.protobuf.Any.
+	hasAny bool
+	// depth is how many levels a value of the field's type can add to
+	// the nesting, counted from the level of the message holding it; -1
+	// when unbounded (a recursive type, such as google.protobuf.Struct).
+	depth int
+}
+
+var (
+	shapeCache sync.Map   // protoreflect.FullName → *shape
+	shapesMu   sync.Mutex // guards shapes, where they are computed
+	shapes     = map[protoreflect.FullName]*shape{}
+)
+
+// shapeOf returns the shape of a message type, computed once.
+func shapeOf(md protoreflect.MessageDescriptor) *shape {
+	if sh, ok := shapeCache.Load(md.FullName()); ok {
+		return sh.(*shape)
+	}
+	shapesMu.Lock()
+	defer shapesMu.Unlock()
+	sh := shapeLocked(md, map[protoreflect.FullName]bool{})
+	shapeCache.Store(md.FullName(), sh)
+	return sh
+}
+
+func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.FullName]bool) *shape {
+	if sh, ok := shapes[md.FullName()]; ok {
+		return sh
+	}
+	if visiting[md.FullName()] {
+		return nil // a cycle: the caller marks itself unbounded
+	}
+	visiting[md.FullName()] = true
+	defer delete(visiting, md.FullName())
+	sh := &shape{hasAny: reachesAny(md, map[protoreflect.FullName]bool{})}
+	deepest, unbounded, complete := 0, false, true
+	fs := md.Fields()
+	for i := 0; i < fs.Len(); i++ {
+		fd := fs.Get(i)
+		var (
+			kid   *shape
+			extra int // levels the field adds besides its message's own
+		)
+		switch {
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			kid, extra = shapeLocked(fd.MapValue().Message(), visiting), 1
+		case fd.IsMap():
+			kid = &shape{depth: 1} // the entry alone
+		case fd.Message() != nil:
+			kid = shapeLocked(fd.Message(), visiting)
+		default:
+			continue
+		}
+		k := &shape{depth: -1} // as seen from md
+		if kid != nil {
+			k.hasAny, k.depth = kid.hasAny, kid.depth
+		} else {
+			// Part of a cycle whose shape is not known yet: unbounded, and
+			// this shape is only provisional, so it is not kept.
+			complete = false
+			k.hasAny = reachesAny(fieldMessage(fd), map[protoreflect.FullName]bool{})
+		}
+		if k.depth >= 0 {
+			k.depth += extra
+			deepest = max(deepest, k.depth)
+		} else {
+			unbounded = true
+		}
+		sh.fields = append(sh.fields, fd)
+		sh.kids = append(sh.kids, k)
+	}
+	sh.depth = 1 + deepest
+	if unbounded {
+		sh.depth = -1
+	}
+	if complete {
+		shapes[md.FullName()] = sh
+	}
+	return sh
+}
+
+// fieldMessage is the message a field holds: its own, or its map's value.
+func fieldMessage(fd protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
+	if fd.IsMap() {
+		return fd.MapValue().Message()
+	}
+	return fd.Message()
+}
+
+// reachesAny reports whether a value of type md can hold a
+// google.protobuf.Any, at any depth.
+func reachesAny(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if md == nil || seen[md.FullName()] {
+		return false
+	}
+	if md.FullName() == anyName {
 		return true
-	})
+	}
+	seen[md.FullName()] = true
+	fs := md.Fields()
+	for i := 0; i < fs.Len(); i++ {
+		if reachesAny(fieldMessage(fs.Get(i)), seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLevel reports whether a message at nesting level level is within

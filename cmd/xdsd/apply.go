@@ -1,14 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -88,8 +91,8 @@ var httpClient = &http.Client{Timeout: 60 * time.Second}
 
 // call sends an admin request and decodes a JSON answer into out, or turns
 // an error answer into an error.
-func call(req *http.Request, out any) error {
-	resp, err := httpClient.Do(req)
+func call(c *http.Client, req *http.Request, out any) error {
+	resp, err := c.Do(req)
 	if err != nil {
 		if strings.Contains(err.Error(), "malformed HTTP response") && strings.Contains(err.Error(), `\x00`) {
 			// HTTP/2 frames in answer to HTTP/1.1: a gRPC port.
@@ -117,6 +120,10 @@ func call(req *http.Request, out any) error {
 	return json.Unmarshal(body, out)
 }
 
+// uploadClient sends applies: a large batch takes a while to send and
+// store, so it gets more time than other admin requests.
+var uploadClient = &http.Client{Timeout: 30 * time.Minute}
+
 func runApply(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
@@ -128,33 +135,75 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if err := noFileArgs(pos, *file); err != nil {
 		return err
 	}
-	// Validate here, so errors name the user's files; send the documents as
-	// written, so the server applies exactly them.
-	docs, err := loadDocs(*file, stderr)
-	if errors.Is(err, errInvalid) {
-		return fmt.Errorf("%w; nothing was applied", err)
-	} else if err != nil {
-		return err
+	if *file == "" {
+		return usagef("-f FILE|DIR|- is required")
 	}
-	raws := make([]json.RawMessage, len(docs))
-	for i, d := range docs {
-		raws[i] = d.Raw
+	files := []string{"-"}
+	if *file != "-" {
+		if files, err = resource.SourceFiles(*file); err != nil {
+			return err
+		}
 	}
-	body, err := json.Marshal(raws)
+	// The files go to the server as they are, one part each, read as they
+	// are sent: the server decodes and checks them, naming each file, and
+	// this process holds none of them.
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() { pw.CloseWithError(writeParts(mw, files, *file)) }()
+	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply"), pr)
 	if err != nil {
-		return err
-	}
-	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply?source="+url.QueryEscape(*file)), bytes.NewReader(body))
-	if err != nil {
+		pr.Close()
 		return usagef("--admin %q: %v", *addr, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var res admin.ApplyResult
-	if err := call(req, &res); err != nil {
+	if err := call(uploadClient, req, &res); err != nil {
+		pr.CloseWithError(err) // stops the writer if the server answered early
 		return err
 	}
 	printResult(stdout, res)
 	return nil
+}
+
+var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
+
+// writeParts writes each file as a part named by its path. The file the
+// user named is read whatever it is (a pipe such as bash's <(...) too);
+// those found in a directory only if they are regular files.
+func writeParts(mw *multipart.Writer, files []string, named string) error {
+	for _, f := range files {
+		var (
+			r   io.ReadCloser
+			err error
+		)
+		switch {
+		case f == "-":
+			r = io.NopCloser(os.Stdin)
+		case f == named:
+			r, err = os.Open(f)
+		default:
+			r, err = resource.OpenSource(f)
+		}
+		if err != nil {
+			return err
+		}
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"; filename="%s"`, quoteEscaper.Replace(f), quoteEscaper.Replace(filepath.Base(f))))
+		ctype := "application/yaml"
+		if resource.FormatOf(f) == resource.JSON {
+			ctype = "application/json"
+		}
+		h.Set("Content-Type", ctype)
+		w, err := mw.CreatePart(h)
+		if err == nil {
+			_, err = io.Copy(w, r)
+		}
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return mw.Close()
 }
 
 func printResult(w io.Writer, res admin.ApplyResult) {
@@ -208,7 +257,7 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 		return usagef("--admin %q: %v", *addr, err)
 	}
 	var res admin.ApplyResult
-	if err := call(req, &res); err != nil {
+	if err := call(httpClient, req, &res); err != nil {
 		return err
 	}
 	printResult(stdout, res)

@@ -88,7 +88,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return usagef("--admin %q: %v", *addr, err)
 	}
 	var clients []clientStatus
-	if err := call(req, &clients); err != nil {
+	if err := call(httpClient, req, &clients); err != nil {
 		return err
 	}
 	rep := buildStatus(clients, *rev)

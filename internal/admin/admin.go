@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/http/pprof"
 	"sort"
@@ -59,7 +58,14 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger logs applies and deletes.
 	Logger *slog.Logger
+	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
+	// zero): xdsd serve --max-batch-bytes.
+	MaxBatchBytes int64
 }
+
+// DefaultMaxBatchBytes is the largest apply body taken by default: twice
+// a mesh of 100,000 clusters written as JSON.
+const DefaultMaxBatchBytes = 256 << 20
 
 // Handler returns the admin HTTP handler.
 func Handler(o Options) http.Handler {
@@ -324,29 +330,14 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process has no store to apply to"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, resource.MaxDocumentBytes))
+	b, status, err := a.readBatch(w, r)
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, err)
+		writeError(w, status, err)
 		return
 	}
-	source := r.URL.Query().Get("source")
-	if source == "" {
-		source = "request"
-	}
-	decode := resource.Decode
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" {
-		decode = resource.DecodeJSON // strict: not read as YAML
-	}
-	docs, err := decode(source, body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	var b store.Batch
-	for _, d := range docs {
-		b.Puts = append(b.Puts, d.Variant)
-	}
-	res, err := a.o.Store.Apply(r.Context(), b)
+	docs := len(b.batch.Puts)
+	res, err := a.o.Store.Apply(r.Context(), b.batch)
+	b = nil // a large batch is the store's (and the server's) now
 	if err != nil {
 		code := http.StatusInternalServerError
 		var be *store.BatchError
@@ -356,7 +347,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
-	a.o.Logger.Info("applied", "revision", res.Rev, "documents", len(docs), "changed", len(res.Puts), "deleted", len(res.Deletes))
+	a.o.Logger.Info("applied", "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes))
 	a.waitServed(r.Context(), res.Rev)
 	writeJSON(w, http.StatusOK, result(res))
 }

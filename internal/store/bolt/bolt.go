@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,8 +60,9 @@ type Store struct {
 	db      *bbolt.DB
 	history int
 
-	mu     sync.Mutex // serializes Apply, guards rev and notify
+	mu     sync.Mutex // serializes Apply, guards rev, last and notify
 	rev    int64
+	last   store.ChangeSet // what the last Apply changed, at rev
 	notify store.Notifier
 	closed bool
 }
@@ -84,7 +86,10 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	var db *bbolt.DB
 	err := guard(func() (err error) {
-		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
+		// A large initial map (address space, not memory) spares a
+		// large batch bbolt's remapping as the file grows, which copies
+		// every page the transaction has touched out of the old map.
+		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout, InitialMmapSize: initialMmap})
 		return err
 	})
 	if err != nil {
@@ -471,15 +476,26 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			}
 			keys = append(keys, k)
 		}
-		for _, v := range p.Puts {
-			rec, err := encodeRecord(v)
+		// In key order, into pages filled up: a large batch then appends
+		// to the tree instead of splitting pages at random, and the pages
+		// it dirties (which bbolt holds until the commit) are half as many.
+		puts := make([]record, len(p.Puts))
+		for i, v := range p.Puts {
+			puts[i] = record{key: resKey(v.Key()), v: v}
+		}
+		slices.SortFunc(puts, func(a, b record) int { return bytes.Compare(a.key, b.key) })
+		if len(puts) > bulkPuts {
+			res.FillPercent = 1
+		}
+		for _, r := range puts {
+			rec, err := encodeRecord(r.v)
 			if err != nil {
 				return err
 			}
-			if err := res.Put(resKey(v.Key()), rec); err != nil {
+			if err := res.Put(r.key, rec); err != nil {
 				return err
 			}
-			keys = append(keys, v.Key())
+			keys = append(keys, r.v.Key())
 		}
 		lg := tx.Bucket(bucketLog)
 		if err := lg.Put(u64(uint64(rev)), encodeKeys(keys)); err != nil {
@@ -508,8 +524,20 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		return store.Result{Rev: s.rev}, nil
 	}
 	s.rev = rev
+	s.last = store.ChangeSet{Rev: rev, Puts: p.Puts, Deletes: p.Deletes}
 	s.notify.Wake()
 	return p.Result(rev), nil
+}
+
+// initialMmap is the size of the file's first memory map.
+const initialMmap = 1 << 30
+
+// bulkPuts is the batch size past which pages are filled up.
+const bulkPuts = 1000
+
+type record struct {
+	key []byte
+	v   *resource.Variant
 }
 
 // putUserMeta writes a plan's metadata and reports whether any of it
@@ -538,10 +566,16 @@ func putUserMeta(b *bbolt.Bucket, m map[string][]byte) (bool, error) {
 // Changes implements store.Store.
 func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, error) {
 	s.mu.Lock()
-	closed := s.closed
+	closed, last := s.closed, s.last
 	s.mu.Unlock()
 	if closed {
 		return store.ChangeSet{}, store.ErrClosed
+	}
+	if last.Rev > 0 && since == last.Rev-1 {
+		// A watcher one revision behind is given the last batch's
+		// variants themselves: a large batch is then neither read back
+		// from the file nor held twice.
+		return last, nil
 	}
 	var cs store.ChangeSet
 	err := guard(func() error {

@@ -60,7 +60,16 @@ func TestDamagedStoreIsRefusedNeverServedAltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	const page = 4096
+	// The pages in use: bbolt grows the file ahead of its data, and
+	// damage past the data is harmless. Every page when there are few,
+	// else a sample (each case copies the whole file).
 	pages := len(orig) / page
+	var damaged []int
+	for p := 0; p < pages && len(damaged) < 48; p++ {
+		if !allZero(orig[p*page : (p+1)*page]) {
+			damaged = append(damaged, p)
+		}
+	}
 
 	type damage struct {
 		name string
@@ -73,7 +82,7 @@ func TestDamagedStoreIsRefusedNeverServedAltered(t *testing.T) {
 		damage{"truncated to half", func(b []byte) []byte { return b[:len(b)/2] }},
 		damage{"truncated mid-page", func(b []byte) []byte { return b[:len(b)-page-100] }},
 	)
-	for p := 0; p < pages; p++ {
+	for _, p := range damaged {
 		cases = append(cases, damage{fmt.Sprintf("page %d overwritten", p), func(b []byte) []byte {
 			r := rand.New(rand.NewPCG(uint64(p), 7))
 			for i := p * page; i < (p+1)*page && i < len(b); i++ {
@@ -98,6 +107,7 @@ func TestDamagedStoreIsRefusedNeverServedAltered(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := bolt.Open(path, bolt.Options{})
+		os.Remove(path) // (open or not: each case's copy is large)
 		if err != nil {
 			if !strings.Contains(err.Error(), path) {
 				t.Errorf("%s: the error does not name the file: %v", c.name, err)
@@ -127,4 +137,13 @@ func TestDamagedStoreIsRefusedNeverServedAltered(t *testing.T) {
 	if refused == 0 {
 		t.Error("no damage was detected")
 	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

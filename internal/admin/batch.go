@@ -1,0 +1,109 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// An apply's body is read as a stream: its documents are decoded as they
+// arrive and only what the store needs of each (its variant) is kept, so
+// the server holds about half the size of the body however large the
+// batch. The body is one source (YAML or JSON, named by the source
+// parameter), or multipart/form-data with one source per part, named by
+// the part's form name: `xdsd apply -f DIR` sends each file of DIR as a
+// part, so errors name the user's files and lines.
+
+// batch is an apply being read.
+type batch struct {
+	batch store.Batch
+	set   resource.SetCheck
+	errs  resource.ErrorList
+}
+
+func (b *batch) add(d *resource.Document) error {
+	b.batch.Puts = append(b.batch.Puts, d.Variant)
+	b.set.Add(d)
+	return nil
+}
+
+// read decodes one source into the batch, collecting its problems.
+func (b *batch) read(source string, r io.Reader, f resource.Format) error {
+	err := resource.DecodeReader(source, r, f, b.add)
+	var l resource.ErrorList
+	if errors.As(err, &l) {
+		b.errs = append(b.errs, l...)
+		return nil
+	}
+	return err
+}
+
+// readBatch reads the documents of an apply's body. On failure it
+// returns the status to answer with.
+func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, error) {
+	limit := a.o.MaxBatchBytes
+	if limit <= 0 {
+		limit = DefaultMaxBatchBytes
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	b := &batch{}
+	err := readSources(r, body, b.read)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the batch is larger than %d bytes, the server's limit: raise it with xdsd serve --max-batch-bytes; nothing was applied", limit)
+	case err != nil:
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the batch: %w; nothing was applied", err)
+	}
+	b.errs = append(b.errs, b.set.Errs()...)
+	if len(b.errs) > 0 {
+		return nil, http.StatusBadRequest, b.errs
+	}
+	return b, 0, nil
+}
+
+// readSources calls read with each source of the body: its parts when it
+// is multipart/form-data, else the body itself.
+func readSources(r *http.Request, body io.Reader, read func(source string, r io.Reader, f resource.Format) error) error {
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		source := r.URL.Query().Get("source")
+		if source == "" {
+			source = "request"
+		}
+		f := resource.Auto
+		if mt == "application/json" {
+			f = resource.JSON // strict: not read as YAML
+		}
+		return read(source, body, f)
+	}
+	mr := multipart.NewReader(body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		source := p.FormName()
+		if source == "" {
+			source = "request"
+		}
+		f := resource.FormatOf(source)
+		if pt, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type")); pt == "application/json" {
+			f = resource.JSON
+		}
+		err = read(source, p, f)
+		p.Close()
+		if err != nil {
+			return err
+		}
+	}
+}

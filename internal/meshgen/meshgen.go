@@ -1,0 +1,48 @@
+// Package meshgen writes large, realistic resource sets for tests and
+// benchmarks: clusters shaped like those Istio sends every sidecar (EDS,
+// circuit breakers, outlier detection, mTLS by SDS, metadata), about
+// 1.2 KB of JSON each.
+package meshgen
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+)
+
+// clusterJSON is one cluster; %[1]d is its number.
+const clusterJSON = `{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster",` +
+	`"name":"outbound|8080||svc-%[1]d.ns-%[2]d.svc.cluster.local","type":"EDS",` +
+	`"eds_cluster_config":{"eds_config":{"ads":{},"resource_api_version":"V3"},` +
+	`"service_name":"outbound|8080||svc-%[1]d.ns-%[2]d.svc.cluster.local"},` +
+	`"connect_timeout":"10s","lb_policy":"LEAST_REQUEST",` +
+	`"circuit_breakers":{"thresholds":[{"max_connections":4294967295,"max_pending_requests":4294967295,` +
+	`"max_requests":4294967295,"max_retries":4294967295}]},` +
+	`"outlier_detection":{"consecutive_5xx":5,"interval":"10s","base_ejection_time":"30s","max_ejection_percent":10},` +
+	`"metadata":{"filter_metadata":{"istio":{"services":[{"host":"svc-%[1]d.ns-%[2]d.svc.cluster.local",` +
+	`"name":"svc-%[1]d","namespace":"ns-%[2]d"}]}}},` +
+	`"transport_socket_matches":[{"name":"tlsMode-istio","match":{"tlsMode":"istio"},` +
+	`"transport_socket":{"name":"envoy.transport_sockets.tls","typed_config":{` +
+	`"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",` +
+	`"common_tls_context":{` +
+	`"tls_certificate_sds_secret_configs":[{"name":"default","sds_config":{"ads":{},"resource_api_version":"V3"}}],` +
+	`"combined_validation_context":{"default_validation_context":{"match_subject_alt_names":[{"exact":"spiffe://cluster.local/ns/ns-%[2]d/sa/svc-%[1]d"}]},` +
+	`"validation_context_sds_secret_config":{"name":"ROOTCA","sds_config":{"ads":{},"resource_api_version":"V3"}}}},` +
+	`"sni":"outbound_.8080_._.svc-%[1]d.ns-%[2]d.svc.cluster.local"}}}]}`
+
+// Cluster returns cluster i as one line of JSON.
+func Cluster(i int) string { return fmt.Sprintf(clusterJSON, i, i%100) }
+
+// Clusters writes a JSON array of n clusters, one a line.
+func Clusters(w io.Writer, n int) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("[\n")
+	for i := range n {
+		if i > 0 {
+			bw.WriteString(",\n")
+		}
+		bw.WriteString(Cluster(i))
+	}
+	bw.WriteString("\n]\n")
+	return bw.Flush()
+}
