@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/xdsd/xdsd/internal/suggest"
 )
 
 // apiVersions names the API modules whose messages the binary registers
@@ -63,7 +65,7 @@ func similarTypes(name string) []string {
 		full := string(mt.Descriptor().FullName())
 		if strings.ToLower(string(mt.Descriptor().Name())) == short && full != name {
 			same = append(same, full)
-		} else if d := editDistance(full, name, 4); d <= 3 {
+		} else if d := suggest.Distance(full, name, 4); d <= 3 {
 			close = append(close, full)
 		}
 		return true
@@ -80,34 +82,4 @@ func similarTypes(name string) []string {
 		return out[i] < out[j]
 	})
 	return out[:min(len(out), 3)]
-}
-
-// editDistance is the Levenshtein distance of a and b, or limit when it is
-// at least limit (the search stops there).
-func editDistance(a, b string, limit int) int {
-	if d := len(a) - len(b); d >= limit || -d >= limit {
-		return limit
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		best := cur[0]
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			best = min(best, cur[j])
-		}
-		if best >= limit {
-			return limit
-		}
-		prev, cur = cur, prev
-	}
-	return min(prev[len(b)], limit)
 }

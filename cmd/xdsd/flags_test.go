@@ -59,3 +59,27 @@ func TestLimitFlagsHelp(t *testing.T) {
 		}
 	}
 }
+
+// Mistakes get a way out: a suggestion for a mistyped command or flag, -f
+// for a path given without it, and `help CMD` for a command's flags.
+func TestSuggestions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string // in stdout or stderr
+	}{
+		{[]string{"serv"}, 2, `unknown command "serv" (did you mean "serve"?)`},
+		{[]string{"valdate"}, 2, `did you mean "validate"?`},
+		{[]string{"get", "--sever", "x", "cds", "a"}, 2, `did you mean "--server"?`},
+		{[]string{"get", "--zzz", "cds", "a"}, 2, "xdsd get -h lists the flags"},
+		{[]string{"apply", "examples"}, 2, "did you mean -f examples?"},
+		{[]string{"validate", "examples"}, 2, "did you mean -f examples?"},
+		{[]string{"help", "get"}, 0, "usage: xdsd get"},
+		{[]string{"help"}, 0, "xdsd help <command>"},
+	} {
+		code, out, errOut := runCmd(t, c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.out) {
+			t.Errorf("xdsd %v: exit %d, %q; want exit %d and %q", c.args, code, out+errOut, c.code, c.out)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/xdsd/xdsd/internal/suggest"
 )
 
 // usageError is bad usage: exit status 2.
@@ -97,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func didYouMean(typed string, candidates []string) string {
 	best, bestD := "", 3 // at most two edits away
 	for _, c := range candidates {
-		d := editDistance(strings.ToLower(typed), c)
+		d := suggest.Distance(strings.ToLower(typed), c, 3)
 		if strings.HasPrefix(c, typed) && len(typed) >= 2 {
 			d = 1
 		}
@@ -109,27 +111,6 @@ func didYouMean(typed string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // parse parses flags that may come before, between or after positional
