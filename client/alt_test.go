@@ -80,6 +80,6 @@ func watchWithAlt(t *testing.T, sotw, down bool) (cloud *servertest.Origin, prim
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cancel)
+	t.Cleanup(func() { cancel() })
 	return cloud, primary, alt, r
 }

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,9 +10,10 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// Close called from a handler returns (it does not wait for the delivery
-// goroutine, which is its caller), and no handler runs after it; a Close
-// from elsewhere meanwhile waits for the handler to end.
+// Close called from a handler returns (it does not wait for the handler
+// goroutine, which is its caller), and no handler runs after it. A Close
+// from elsewhere meanwhile returns too, without waiting for that handler;
+// the watch's cancel channel closes once the handler has returned.
 func TestCloseFromHandlerReturns(t *testing.T) {
 	o := servertest.Start(t)
 	o.Apply(cluster("a", "x") + "---\n" + cluster("b", "y"))
@@ -22,21 +24,23 @@ func TestCloseFromHandlerReturns(t *testing.T) {
 	closed := make(chan struct{})
 	release := make(chan struct{})
 	after := make(chan client.Event, 10)
-	var closing bool
+	var closing, returned atomic.Bool
 	h := func(e client.Event) {
-		if closing {
+		if closing.Swap(true) {
 			after <- e
 			return
 		}
-		closing = true
 		c.Close()
 		close(closed)
 		<-release
+		returned.Store(true)
 	}
-	if _, err := c.Watch(t.Context(), resource.ClusterURL, "a", h); err != nil {
+	cancelA, err := c.Watch(t.Context(), resource.ClusterURL, "a", h)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Watch(t.Context(), resource.ClusterURL, "b", h); err != nil {
+	cancelB, err := c.Watch(t.Context(), resource.ClusterURL, "b", h)
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -44,7 +48,6 @@ func TestCloseFromHandlerReturns(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("Close from a handler did not return")
 	}
-	// Another Close waits for the handler that closed the client.
 	second := make(chan struct{})
 	go func() {
 		c.Close()
@@ -52,14 +55,21 @@ func TestCloseFromHandlerReturns(t *testing.T) {
 	}()
 	select {
 	case <-second:
-		t.Fatal("a second Close returned while a handler was still running")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case <-second:
 	case <-time.After(wait):
-		t.Fatal("a second Close did not return once the handler ended")
+		close(release)
+		t.Fatal("a second Close waited for the handler")
+	}
+	doneA, doneB := cancelA(), cancelB()
+	close(release)
+	for _, done := range []<-chan struct{}{doneA, doneB} {
+		select {
+		case <-done:
+		case <-time.After(wait):
+			t.Fatal("a cancel channel did not close once the handler returned")
+		}
+	}
+	if !returned.Load() {
+		t.Error("a cancel channel closed before the handler returned")
 	}
 	select {
 	case e := <-after:

@@ -20,7 +20,7 @@ func TestCollectionOnErrMayCancelCollection(t *testing.T) {
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	ready := make(chan struct{})
 	errs := make(chan error, 10)
-	var cancel func()
+	var cancel client.CancelFunc
 	cancel, err := c.WatchCollection(context.Background(), resource.ListenerCollectionURL, coll, func([]client.CollectionMember) {}, func(err error) {
 		<-ready
 		errs <- err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -24,7 +25,7 @@ func TestWatchRacingLastCancelStaysSubscribed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var c2 func()
+		var c2 CancelFunc
 		var wg sync.WaitGroup
 		wg.Add(2)
 		start := make(chan struct{})
@@ -32,7 +33,7 @@ func TestWatchRacingLastCancelStaysSubscribed(t *testing.T) {
 			defer wg.Done()
 			<-start
 			spinFor(time.Duration(i%7) * time.Microsecond)
-			c1()
+			<-c1() // its subscription has ended once the channel is closed
 		}()
 		go func() {
 			defer wg.Done()
@@ -42,13 +43,18 @@ func TestWatchRacingLastCancelStaysSubscribed(t *testing.T) {
 		}()
 		close(start)
 		wg.Wait()
-		ch, _ := c.route(n)
-		ch.mu.Lock()
-		_, ok := ch.types[resource.ClusterURL].subs[subKey{n, ""}]
-		ch.mu.Unlock()
+		var ok bool
+		var st resStatus
+		c.state.Do(func() {
+			ch, _ := c.route(n)
+			_, ok = ch.types[resource.ClusterURL].subs[db.Key{Type: resource.ClusterURL, Name: n}]
+			if s := c.status[db.Key{Type: resource.ClusterURL, Name: n}]; s != nil {
+				st = *s
+			}
+		})
 		if !ok {
 			if lost++; lost == 1 {
-				t.Logf("round %d: watched, but not subscribed upstream; status %+v", i, c.statusOf([2]string{resource.ClusterURL, n}))
+				t.Logf("round %d: watched, but not subscribed upstream; status %+v", i, st)
 			}
 		}
 		if c2 != nil {

@@ -35,7 +35,7 @@ func TestLingerDecisionMatchesChannel(t *testing.T) {
 
 func lingerRound(t *testing.T, c *Client, o *servertest.Origin, n int) {
 	t.Helper()
-	var cancels []func()
+	var cancels []CancelFunc
 	got := make(chan string, n)
 	for i := range n {
 		name := fmt.Sprintf("c%d", i)
@@ -53,32 +53,38 @@ func lingerRound(t *testing.T, c *Client, o *servertest.Origin, n int) {
 	for range n {
 		<-got
 	}
-	ch, _ := c.route("c0")
-	eventually(t, "a healthy stream", ch.isHealthy)
+	var ch *channel
+	c.state.Do(func() { ch, _ = c.route("c0") })
+	eventually(t, "a healthy stream", func() (up bool) {
+		c.state.Do(func() { up = ch.up() })
+		return up
+	})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		o.Stop()
 	}()
+	var done []<-chan struct{}
 	for _, cancel := range cancels {
-		cancel()
+		done = append(done, cancel())
+	}
+	for _, d := range done {
+		<-d
 	}
 	wg.Wait()
-	var cached []string
-	c.db.Read(func(r *db.Reader) { cached = r.Names(resource.ClusterURL) })
-	ch.mu.Lock()
-	t0 := ch.types[resource.ClusterURL]
 	var bad []string
-	c.mu.Lock()
-	for _, name := range cached {
-		_, lingers := c.lingering[db.Key{Type: resource.ClusterURL, Name: name}]
-		if t0.held[name] == nil || !lingers {
-			bad = append(bad, fmt.Sprintf("%s (held %v, lingering %v)", name, t0.held[name] != nil, lingers))
+	c.state.Do(func() {
+		var cached []string
+		c.db.Read(func(r *db.Reader) { cached = r.Names(resource.ClusterURL) })
+		t0 := ch.types[resource.ClusterURL]
+		for _, name := range cached {
+			_, lingers := c.lingering[db.Key{Type: resource.ClusterURL, Name: name}]
+			if t0.held[name] == nil || !lingers {
+				bad = append(bad, fmt.Sprintf("%s (held %v, lingering %v)", name, t0.held[name] != nil, lingers))
+			}
 		}
-	}
-	c.mu.Unlock()
-	ch.mu.Unlock()
+	})
 	if len(bad) > 0 {
 		t.Errorf("cached, but not both held and lingering: %v", bad)
 	}

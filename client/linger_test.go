@@ -22,7 +22,7 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 	}
 	logs := newLogRecorder()
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{DoesNotExistTimeout: -1, Logger: slog.New(logs)})
-	var cancels []func()
+	var cancels []client.CancelFunc
 	for _, n := range []string{"kept", "left"} {
 		r := newRecorder(t)
 		cancel, err := c.Watch(t.Context(), resource.ClusterURL, n, r.handle)
@@ -46,7 +46,7 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 	r.expect(client.Updated, "kept", "")
 	r.expect(client.Removed, "kept", "")
 	logs.await(t, "INFO xDS resource expired", "name=left")
-	c.DB().Read(func(rd *db.Reader) {
+	client.CacheOf(c).Read(func(rd *db.Reader) {
 		if v := rd.Get(resource.ClusterURL, "left", nil); v != nil {
 			t.Errorf("expired, still cached: %s v%s", v.Name, v.Version)
 		}

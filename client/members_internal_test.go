@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -35,19 +36,17 @@ func TestCollectionCancelLeavesNoMembers(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no event", w.name)
 		}
-		cancel()
-		c.mu.Lock()
-		if st := c.status[[2]string{w.typ, w.member}]; st != nil {
-			t.Errorf("%s: status of member %s kept: %+v", w.name, w.member, *st)
-		}
-		c.mu.Unlock()
-		for _, ch := range c.channels {
-			ch.mu.Lock()
-			if ty := ch.types[w.typ]; ty != nil && ty.held[w.member] != nil {
-				t.Errorf("%s: member %s still held: %v", w.name, w.member, ty.held[w.member])
+		<-cancel()
+		c.state.Do(func() {
+			if st := c.status[db.Key{Type: w.typ, Name: w.member}]; st != nil {
+				t.Errorf("%s: status of member %s kept: %+v", w.name, w.member, *st)
 			}
-			ch.mu.Unlock()
-		}
+			for _, ch := range c.channels {
+				if ty := ch.types[w.typ]; ty != nil && ty.held[w.member] != nil {
+					t.Errorf("%s: member %s still held: %v", w.name, w.member, ty.held[w.member])
+				}
+			}
+		})
 	}
 }
 
@@ -71,10 +70,10 @@ func TestRedirectToUnknownAuthorityLeavesNoStatus(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event")
 	}
-	cancel()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, st := range c.status {
-		t.Errorf("status of %s kept: %+v", k, *st)
-	}
+	<-cancel()
+	c.state.Do(func() {
+		for k, st := range c.status {
+			t.Errorf("status of %s kept: %+v", k.Name, *st)
+		}
+	})
 }

@@ -64,7 +64,7 @@ type mwatch struct {
 	cl     int
 	typ    string
 	name   string
-	cancel func()
+	cancel client.CancelFunc
 	// seen: a check confirmed that the watcher had a value, so an absence
 	// now must be reported as Removed.
 	seen bool

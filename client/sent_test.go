@@ -3,6 +3,7 @@ package client
 import (
 	"testing"
 
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -10,10 +11,10 @@ import (
 // response answers surely named. Requests are numbered from 1; a response
 // holding a resource answers a request naming it.
 func TestSentRequests(t *testing.T) {
-	keys := func(names ...string) map[subKey]bool {
-		m := map[subKey]bool{}
+	keys := func(names ...string) map[db.Key]bool {
+		m := map[db.Key]bool{}
 		for _, n := range names {
-			m[subKey{name: n}] = true
+			m[db.Key{Name: n}] = true
 		}
 		return m
 	}
@@ -85,12 +86,12 @@ func TestSentRequests(t *testing.T) {
 				}
 				r.answered(puts(s.response...))
 				for _, n := range s.named {
-					if !r.named(subKey{name: n}) {
+					if !r.named(db.Key{Name: n}) {
 						t.Errorf("step %d: %s not surely named", i, n)
 					}
 				}
 				for _, n := range s.not {
-					if r.named(subKey{name: n}) {
+					if r.named(db.Key{Name: n}) {
 						t.Errorf("step %d: %s surely named", i, n)
 					}
 				}

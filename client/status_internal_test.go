@@ -19,17 +19,17 @@ func TestAnswerForUnwatchedNamesLeavesNoStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	ch, _ := c.route("watched")
 	puts := []*resource.Variant{storetest.Cluster("watched", "", "1"), storetest.Cluster("late", "", "1")}
-	c.applied(ch, resource.ClusterURL, db.Update{}, &decoded{puts: puts, removed: []string{"gone"}, bad: map[string]string{"bad": "bad: invalid"}})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, st := range c.status {
-		if k[1] != "watched" {
-			t.Errorf("status left for unwatched %s: %+v", k[1], *st)
+	c.state.Do(func() {
+		ch, _ := c.route("watched")
+		c.applied(ch, resource.ClusterURL, db.Update{}, &decoded{puts: puts, removed: []string{"gone"}, bad: map[string]string{"bad": "bad: invalid"}})
+		for k, st := range c.status {
+			if k.Name != "watched" {
+				t.Errorf("status left for unwatched %s: %+v", k.Name, *st)
+			}
 		}
-	}
-	if st := c.status[[2]string{resource.ClusterURL, "watched"}]; st == nil || !st.got {
-		t.Errorf("status of the watched name: %+v", st)
-	}
+		if st := c.status[db.Key{Type: resource.ClusterURL, Name: "watched"}]; st == nil || !st.got {
+			t.Errorf("status of the watched name: %+v", st)
+		}
+	})
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/internal/store"
@@ -92,9 +91,8 @@ func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
 	}
 	reg := prometheus.NewRegistry()
 	logs := &logEvents{}
-	r, err := relay.New(b, relay.Options{Logger: slog.New(logs), Registerer: reg,
-		Client:   client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond},
-		Protocol: protocol.Options{PendingWait: time.Second}})
+	r, err := relay.New(b, relay.WithPendingWait(relay.Options{Logger: slog.New(logs), Registerer: reg,
+		Client: client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}}, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
