@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,80 @@ func watchWithAlt(t *testing.T, sotw, down bool) (cloud *servertest.Origin, prim
 	}
 	t.Cleanup(func() { cancel() })
 	return cloud, primary, alt, r
+}
+
+// #alt= on a glob is not served (failover of a glob is not defined): it
+// is refused rather than silently ignored.
+func TestAltOnGlobRefused(t *testing.T) {
+	o := servertest.Start(t)
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil, "b": nil}}.build(t), client.Options{})
+	_, err := c.Watch(t.Context(), resource.ListenerURL, lis+"g/*#alt=xdstp://b/envoy.config.listener.v3.Listener/g/*", func(client.Event) {})
+	if err == nil {
+		t.Fatal("#alt= on a glob accepted")
+	}
+}
+
+// #alt= whose alt is unreachable too: the watcher keeps its last value
+// and returns to the primary when it is back; cancelled while on the
+// fallback, it leaves no subscription at the alt's server.
+func TestAltUnreachableAndCancelOnFallback(t *testing.T) {
+	onprem, cloud := servertest.Start(t), servertest.Start(t)
+	alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
+	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
+	onprem.Apply(cluster(alt, "from-alt"))
+	cloud.Apply(cluster(primary, "P1"))
+	b := bs{servers: []string{onprem.Addr}, authorities: map[string][]string{"cloud": {cloud.Addr}, "onprem": {onprem.Addr}}}.build(t)
+	c := newClient(t, b, client.Options{AltTimeout: 100 * time.Millisecond})
+	r := newRecorder(t)
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.expect(client.Updated, primary, "P1")
+	onprem.Stop()
+	cloud.Stop()
+	cloud.Start()
+	onprem.Start()
+	// Cloud is back: the watcher stays on (or returns to) the primary.
+	cloud.Apply(cluster(primary, "P2"))
+	for e := r.next(); !strings.Contains(describe(e), "P2"); e = r.next() {
+		if e.Kind != client.Updated {
+			t.Fatalf("while both were down: %s", describe(e))
+		}
+	}
+	// Now on the fallback, then cancel.
+	cloud.Stop()
+	r.expect(client.Updated, primary, "from-alt")
+	cancel()
+	noSubs(t, c, onprem, alt)
+	cloud.Start()
+	r.none()
+}
+
+// #alt=: when the name's authority cannot be reached for AltTimeout, the
+// alt URL is fetched instead; the client returns to the primary when it is
+// back.
+func TestAltFailoverAndReturn(t *testing.T) {
+	onprem := servertest.Start(t)
+	alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
+	onprem.Apply(cluster(alt, "from-alt"))
+	cloudAddr := freeAddr(t)
+	b := bs{servers: []string{onprem.Addr}, authorities: map[string][]string{"cloud": {cloudAddr}, "onprem": {onprem.Addr}}}.build(t)
+	c := newClient(t, b, client.Options{AltTimeout: 200 * time.Millisecond})
+	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
+	r := newRecorder(t)
+	if _, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt="+alt, r.handle); err != nil {
+		t.Fatal(err)
+	}
+	e := r.expect(client.Updated, primary, "from-alt")
+	if len(e.Via) != 1 || e.Via[0] != alt {
+		t.Errorf("via %v", e.Via)
+	}
+	cloud := servertest.New(t, cloudAddr)
+	cloud.Apply(cluster(primary, "from-primary"))
+	cloud.Start()
+	e = r.expect(client.Updated, primary, "from-primary")
+	if len(e.Via) != 0 {
+		t.Errorf("back on the primary, via %v", e.Via)
+	}
 }

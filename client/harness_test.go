@@ -3,9 +3,13 @@ package client_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/servertest"
@@ -169,4 +173,90 @@ func barrier(t *testing.T, c *client.Client, o *servertest.Origin) {
 // indent nests a YAML document under a wrapper's resource key.
 func indent(doc string) string {
 	return "  " + strings.ReplaceAll(strings.TrimSuffix(doc, "\n"), "\n", "\n  ") + "\n"
+}
+
+const lis = "xdstp://a/envoy.config.listener.v3.Listener/"
+
+func listener(id, tag string) string {
+	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\nstat_prefix: %q\n", lis+id, tag)
+}
+
+// listenerCollection is a ListenerCollection document named name whose
+// entries are locators "authority/id" of listeners.
+func listenerCollection(name string, locators ...string) string {
+	doc := "name: " + name + "\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n"
+	for _, l := range locators {
+		auth, id, _ := strings.Cut(l, "/")
+		doc += fmt.Sprintf("  - locator: {authority: %s, resource_type: envoy.config.listener.v3.Listener, id: %s}\n", auth, id)
+	}
+	return doc
+}
+
+func lisRedirect(from, to string) string {
+	return fmt.Sprintf("type: lds\nname: %s\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.Listener\n  id: %s\n", lis+from, to)
+}
+
+// byName waits for one event for each name, in any order.
+func (r *recorder) byName(names ...string) map[string]client.Event {
+	r.t.Helper()
+	got := map[string]client.Event{}
+	for len(got) < len(names) {
+		e := r.next()
+		if _, ok := got[e.Name]; ok || !slices.Contains(names, e.Name) {
+			r.t.Fatalf("unexpected event %s", describe(e))
+		}
+		got[e.Name] = e
+	}
+	return got
+}
+
+// noSubs checks, once the server has handled what the client sent, that
+// it holds no subscription to the names.
+func noSubs(t *testing.T, c *client.Client, o *servertest.Origin, names ...string) {
+	t.Helper()
+	barrier(t, c, o)
+	for _, n := range names {
+		if s := o.Subscriptions(n); s != 0 {
+			t.Errorf("%s: %d subscriptions left", n, s)
+		}
+	}
+}
+
+const lcoll = "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
+
+func listColl(entries string) string {
+	return fmt.Sprintf("name: %s\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n%s---\n", lcoll, entries)
+}
+
+func inlineEntry(name, version, tag string) string {
+	return fmt.Sprintf("  - inline_entry:\n      name: %s\n      version: %q\n      resource: {\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener, name: %s, stat_prefix: %s}\n", name, version, name, tag)
+}
+
+func locatorEntry(id string) string {
+	return fmt.Sprintf("  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: %s}\n", id)
+}
+
+var transports = []struct {
+	name string
+	sotw bool
+}{{"delta", false}, {"sotw", true}}
+
+// routeDoc is a route configuration document named name, told apart by
+// its virtual host's name, with the given constraints ("" for none).
+func routeDoc(name, marker, cons string) string {
+	doc := "name: " + name + "\n"
+	if cons != "" {
+		doc += "constraints: \"" + cons + "\"\n"
+	}
+	return doc + "resource:\n  \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  name: " + name +
+		"\n  virtual_hosts:\n  - name: " + marker + "\n    domains: [\"*\"]\n"
+}
+
+func mustAny(t *testing.T, m *clusterv3.Cluster) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
