@@ -171,13 +171,13 @@ func TestCancelFromHandler(t *testing.T) {
 		t.Fatal("handler not called")
 	}
 	o.Apply(cluster("a", "two") + "---\n" + cluster("b", "two"))
-	barrier(t, c, o)
+	settled := barrier(t, c, o)
 	select {
 	case e := <-calls:
 		t.Errorf("handler called after it cancelled its watch: %s", describe(e))
 	default:
 	}
-	rb.none()
+	rb.none(settled)
 }
 
 // The same for collections: once cancel's channel is closed, the handler
@@ -247,8 +247,7 @@ func TestWatchEndsWithContext(t *testing.T) {
 		barrier(t, c, o)
 	}
 	o.Apply(cluster("a", "two"))
-	barrier(t, c, o)
-	r.none()
+	r.none(barrier(t, c, o))
 	if len(typed) > 0 {
 		t.Errorf("typed watch called after its context ended")
 	}

@@ -110,8 +110,7 @@ func TestEntryFollowsTheCollection(t *testing.T) {
 	barrier(t, c, o)
 	o.Apply(listColl(inlineEntry("e", "3", "three") + inlineEntry("other", "4", "o4")))
 	r.expect(client.Updated, "", `"three"`)
-	barrier(t, c, o)
-	r.none()
+	r.none(barrier(t, c, o))
 }
 
 // A list collection whose entries change: members come and go, an inline
@@ -157,7 +156,7 @@ func TestListCollectionChanges(t *testing.T) {
 	noSubs(t, c, o, lis+"m1")
 	o.Apply(listener("m2", "M2b"))
 	until(lis + "m2=M2b " + lis + "x=fetched")
-	cancel()
+	<-cancel()
 	noSubs(t, c, o, lis+"m2", lis+"x", lcoll)
 }
 
@@ -179,7 +178,7 @@ func TestGlobParamsCanonical(t *testing.T) {
 	r.expect(client.Updated, lis+"p/one?a=%7E&b=2", `"1b"`)
 	o.Remove("lds", lis+"p/two?a=%7E&b=2")
 	r.expect(client.Removed, lis+"p/two?a=%7E&b=2", "")
-	cancel()
+	<-cancel()
 	noSubs(t, c, o, lis+"p/*?a=%7E&b=2")
 }
 
@@ -247,8 +246,7 @@ func TestGlobImmediateChildrenOnly(t *testing.T) {
 	c.Watch(t.Context(), resource.ListenerURL, lis+"d/*", r.handle)
 	r.expect(client.Updated, lis+"d/kid", `"kid"`)
 	o.Apply(listener("d/deep/y", "deep2") + "---\n" + listener("d/q?k=1", "other2"))
-	barrier(t, c, o)
-	r.none()
+	r.none(barrier(t, c, o))
 }
 
 // A WatchCollection onErr may cancel its own collection: it is not called
@@ -308,7 +306,7 @@ func TestGlobCancelForgetsMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	rg.expect(client.Updated, m, "member")
-	cancel()
+	<-cancel()
 	barrier(t, c, o)
 	o.Stop()
 	r := newRecorder(t)

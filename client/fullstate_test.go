@@ -36,7 +36,9 @@ func TestSotWFullStateAnswersOlderRequest(t *testing.T) {
 	srv.request(t, "a", "b")
 	srv.send(t, "3", "n3", "a")
 	rb.expect(client.Removed, "b", "")
-	rb.none()
+	// The client acknowledges: it has applied the response.
+	srv.request(t, "a", "b")
+	rb.none(drained(c))
 }
 
 // Many existing clusters watched at once over SotW (as `xdsd get` does):

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -137,7 +138,10 @@ func describe(e client.Event) string {
 	return s
 }
 
-func (r *recorder) none() {
+// none checks that no event came. It takes the proof that whatever could
+// have come has had its chance: a barrier through each server that could
+// have sent it (or drained, once the test has seen the client answer).
+func (r *recorder) none(_ settled, _ ...settled) {
 	r.t.Helper()
 	select {
 	case e := <-r.ch:
@@ -146,28 +150,54 @@ func (r *recorder) none() {
 	}
 }
 
+// settled is the proof none asks for; only barrier, barrierIn and drained
+// make one.
+type settled struct{}
+
 func cluster(name, tag string) string {
 	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: %q\nalt_stat_name: %q\n", name, tag)
 }
 
 var barriers int
 
-// barrier proves the server has processed every request the client sent
-// before it: the client sends requests in order and the server handles them
-// in order, so once a new resource watched now arrives, everything earlier
-// has been handled.
-func barrier(t *testing.T, c *client.Client, o *servertest.Origin) {
+// barrier proves the server of the client's top-level servers has
+// processed every request the client sent before it, and the client every
+// response sent before its answer: the client sends requests in order and
+// the server handles them in order, the server sends responses in order
+// and the client applies them and calls handlers in order, so once a new
+// resource watched now arrives, everything earlier has been handled — and
+// delivered. What the client was handed before (a cancel's end, say) is
+// done first.
+func barrier(t *testing.T, c *client.Client, o *servertest.Origin) settled {
 	t.Helper()
+	return barrierIn(t, c, o, "")
+}
+
+// barrierIn is barrier through an authority's server.
+func barrierIn(t *testing.T, c *client.Client, o *servertest.Origin, authority string) settled {
+	t.Helper()
+	client.Settle(c)
 	barriers++
 	n := fmt.Sprintf("barrier-%d", barriers)
-	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %s\n", n))
+	if authority != "" {
+		n = fmt.Sprintf("xdstp://%s/envoy.extensions.transport_sockets.tls.v3.Secret/%s", authority, n)
+	}
+	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %q\n", n))
 	r := newRecorder(t)
 	cancel, err := c.Watch(t.Context(), resource.SecretURL, n, r.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.expect(client.Updated, n, "")
-	cancel()
+	<-cancel()
+	return settled{}
+}
+
+// drained is the proof that the client has delivered what it had, once the
+// test has seen it answer the server (a scripted server's request).
+func drained(c *client.Client) settled {
+	client.Settle(c)
+	return settled{}
 }
 
 // indent nests a YAML document under a wrapper's resource key.
@@ -259,4 +289,36 @@ func mustAny(t *testing.T, m *clusterv3.Cluster) *anypb.Any {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// eventually waits, up to a deadline, for cond to hold: a state no event
+// announces (an upstream's connection, what a server holds).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(wait)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting: %s", what)
+		}
+	}
+}
+
+// upstreamDown reports whether the client's one upstream has no healthy
+// stream.
+func upstreamDown(c *client.Client) func() bool {
+	return func() bool {
+		u := c.Upstreams()
+		return len(u) == 1 && u[0].Connected == ""
+	}
+}
+
+// cached reports whether the client's cache holds a variant of a resource.
+func cached(c *client.Client, typeURL, name string) bool {
+	var ok bool
+	client.CacheOf(c).Read(func(r *db.Reader) { ok = len(r.Variants(typeURL, name)) > 0 })
+	return ok
 }

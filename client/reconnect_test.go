@@ -45,14 +45,14 @@ func TestServerRestartResync(t *testing.T) {
 	o.Apply(cluster("b", "2"))
 	o.Start()
 	rs["b"].expect(client.Updated, "b", `"2"`)
-	barrier(t, c, o)
+	settled := barrier(t, c, o)
 	after := c.Stats()
 	// b and the barrier's secret; a and c were not sent again.
 	if got := after.Resources - before.Resources; got != 2 {
 		t.Errorf("resync downloaded %d resources, want 2 (b and the barrier)", got)
 	}
-	rs["a"].none()
-	rs["c"].none()
+	rs["a"].none(settled)
+	rs["c"].none(settled)
 }
 
 // The first server cannot be reached: the client falls back to the next
@@ -160,5 +160,5 @@ func TestFallbackPastFailingServer(t *testing.T) {
 	if el := time.Since(start); el < minimum {
 		t.Errorf("4 streams to the failing primary in %v; backoff allows them no sooner than %v", el, minimum)
 	}
-	r.none()
+	r.none(barrier(t, c, backup))
 }

@@ -128,7 +128,7 @@ func TestGlobMemberRedirected(t *testing.T) {
 			t.Errorf("fixed member: %s", describe(e))
 		}
 	}
-	cancel()
+	<-cancel()
 	noSubs(t, c, o, lis+"target2", lis+"g/*", lis+"g/loop", lis+"g/moved")
 }
 
@@ -154,7 +154,7 @@ func TestRedirectTargetDeletedAndMoved(t *testing.T) {
 	o.Apply(listener("r", "direct"))
 	r.expect(client.Updated, lis+"r", `"direct"`)
 	noSubs(t, c, o, lis+"t2")
-	cancel()
+	<-cancel()
 	noSubs(t, c, o, lis+"r")
 }
 
@@ -174,9 +174,9 @@ func TestRedirectLoopAndChainLeaveNothing(t *testing.T) {
 	cc, _ := c.Watch(t.Context(), resource.ListenerURL, lis+"c0", long.handle)
 	loop.expect(client.Errored, lis+"l1", "redirect loop")
 	long.expect(client.Errored, lis+"c0", "more than 3 redirects")
-	loop.none()
-	cl()
-	cc()
+	loop.none(barrier(t, c, o))
+	<-cl()
+	<-cc()
 	for _, n := range []string{"l1", "l2", "l3", "c0", "c1", "c2", "c3", "c4", "c5"} {
 		noSubs(t, c, o, lis+n)
 	}
@@ -203,11 +203,11 @@ func TestRedirectAcrossAuthorities(t *testing.T) {
 	br := newRecorder(t)
 	cb, _ := c.Watch(t.Context(), resource.ListenerURL, lisB+"barrier", br.handle)
 	br.expect(client.Updated, lisB+"barrier", "")
-	cb()
+	<-cb()
 	if n := ob.Subscriptions(lisB + "t"); n != 0 {
 		t.Errorf("b still holds %d subscriptions", n)
 	}
-	cancel()
+	<-cancel()
 	noSubs(t, c, oa, lis+"r", lis+"local")
 }
 
@@ -222,14 +222,14 @@ func TestRedirectTargetSharedWithAnotherWatcher(t *testing.T) {
 	cancel, _ := c.Watch(t.Context(), resource.ListenerURL, lis+"via", redirected.handle)
 	direct.expect(client.Updated, lis+"shared", `"S"`)
 	redirected.expect(client.Updated, lis+"via", `"S"`)
-	cancel()
+	<-cancel()
 	noSubs(t, c, o, lis+"via")
 	if n := o.Subscriptions(lis + "shared"); n != 1 {
 		t.Errorf("shared target: %d subscriptions", n)
 	}
 	o.Apply(listener("shared", "S2"))
 	direct.expect(client.Updated, lis+"shared", `"S2"`)
-	redirected.none()
+	redirected.none(barrier(t, c, o))
 }
 
 // A list collection may be redirected (TP1): WatchCollection and #entry=
@@ -255,6 +255,6 @@ func TestListCollectionRedirected(t *testing.T) {
 	}
 	o.Apply(redir("r", "c2"))
 	r.expect(client.Updated, "", `"two"`)
-	cancel()
+	<-cancel()
 	noSubs(t, c, o, base+"r", base+"c1", base+"c2")
 }

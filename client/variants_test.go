@@ -67,8 +67,7 @@ func TestSotWVariantReplacesUnconstrained(t *testing.T) {
 	if e.Variant.Constraints.String() != "env=test" {
 		t.Errorf("variant constraints %q", e.Variant.Constraints)
 	}
-	barrier(t, c, o)
-	r.none()
+	r.none(barrier(t, c, o))
 }
 
 // docs/architecture.md §4.5 over SotW: a client subscribing by plain name, which the

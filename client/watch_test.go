@@ -45,18 +45,19 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 			o.Apply(cluster("a", "two"))
 			r1.expect(client.Updated, "a", `"two"`)
 			r2.expect(client.Updated, "a", `"two"`)
-			cancel1()
+			<-cancel1()
 			barrier(t, c, o)
 			if n := o.Subscriptions("a"); n != 1 {
 				t.Errorf("one watcher left, but %d upstream subscriptions", n)
 			}
-			cancel2()
+			<-cancel2()
 			barrier(t, c, o)
 			if n := o.Subscriptions("a"); n != 0 {
 				t.Errorf("after the last cancel, %d upstream subscriptions", n)
 			}
-			r1.none()
-			r2.none()
+			settled := barrier(t, c, o)
+			r1.none(settled)
+			r2.none(settled)
 		})
 	}
 }
@@ -168,7 +169,7 @@ func TestWatchAgainRightAfterTheLastCancel(t *testing.T) {
 			}
 			r.expect(client.Updated, "a", "")
 			for i := range 20 {
-				cancel()
+				<-cancel() // its subscription has ended
 				r = newRecorder(t)
 				if cancel, err = c.Watch(t.Context(), resource.ClusterURL, "a", r.handle); err != nil {
 					t.Fatal(err)
