@@ -45,12 +45,8 @@ func (ch *channel) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		i, wait := next(retry)
 		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !pause(ctx, wait) {
 				return
-			case <-t.C:
 			}
 			continue
 		}
@@ -59,6 +55,21 @@ func (ch *channel) run(ctx context.Context) {
 			return
 		}
 		ch.ended(retry, i, healthy, err)
+	}
+}
+
+// pause waits for d, or until ctx ends; it reports whether d passed.
+func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -211,14 +222,8 @@ func (ch *channel) markHealthy(i int, proven *atomic.Bool) {
 func (ch *channel) watchPrimary(ctx context.Context, at time.Time, back chan struct{}) {
 	// Not before the primary's backoff is over: it may accept connections
 	// and fail every stream.
-	if d := time.Until(at); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	if !pause(ctx, time.Until(at)) {
+		return
 	}
 	if ch.tr.ready(ctx, 0) {
 		close(back)
