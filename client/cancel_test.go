@@ -52,9 +52,9 @@ func TestWatchCollectionCancelRacesDelivery(t *testing.T) {
 	}
 }
 
-// After cancel returns, the handler is not called again: cancel waits for a
-// call under way.
-func TestCancelWaitsForHandler(t *testing.T) {
+// Once the channel cancel returns is closed, the handler is not called
+// again, however the cancel falls against a delivery under way.
+func TestCancelChannelClosesAfterLastCall(t *testing.T) {
 	o := servertest.Start(t)
 	o.Apply(cluster("a", "x"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
@@ -79,18 +79,19 @@ func TestCancelWaitsForHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		spin(time.Duration(i%50) * time.Microsecond)
-		cancel()
+		<-cancel()
 		returned.Store(true)
 	}
 	barrier(t, c, o) // every delivery scheduled so far is done
 	c.Close()
 	if late > 0 {
-		t.Errorf("a handler ran after its cancel returned, %d times", late)
+		t.Errorf("a handler ran after its cancel's channel was closed, %d times", late)
 	}
 }
 
-// cancel called while the handler runs returns only after the handler has.
-func TestCancelBlocksWhileHandlerRuns(t *testing.T) {
+// cancel called while the handler runs returns at once; the channel it
+// returns is closed when the handler has returned.
+func TestCancelDoesNotWaitForHandler(t *testing.T) {
 	o := servertest.Start(t)
 	o.Apply(cluster("a", "x"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
@@ -111,26 +112,31 @@ func TestCancelBlocksWhileHandlerRuns(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("handler not called")
 	}
-	returned := make(chan bool, 1)
-	go func() {
-		cancel()
-		returned <- finished.Load()
-	}()
-	// cancel must not return while the handler is blocked.
+	returned := make(chan (<-chan struct{}), 1)
+	go func() { returned <- cancel() }()
+	var done <-chan struct{}
 	select {
-	case <-returned:
+	case done = <-returned:
+	case <-time.After(wait):
 		close(release)
-		t.Fatal("cancel returned while the handler was still running")
-	case <-time.After(100 * time.Millisecond):
+		t.Fatal("cancel waited for the handler")
+	}
+	select {
+	case <-done:
+		t.Error("cancel's channel closed while the handler was still running")
+	default:
 	}
 	close(release)
 	select {
-	case ok := <-returned:
-		if !ok {
-			t.Error("cancel returned before the handler did")
+	case <-done:
+		if !finished.Load() {
+			t.Error("cancel's channel closed before the handler returned")
 		}
 	case <-time.After(wait):
-		t.Fatal("cancel never returned")
+		t.Fatal("cancel's channel never closed")
+	}
+	if again := cancel(); again != done {
+		t.Error("a second cancel returned another channel")
 	}
 }
 
@@ -146,7 +152,7 @@ func TestCancelFromHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb.expect(client.Updated, "b", "one")
-	var cancelA func()
+	var cancelA client.CancelFunc
 	ready := make(chan struct{})
 	calls := make(chan client.Event, 10)
 	cancelA, err = c.Watch(t.Context(), resource.ClusterURL, "a", func(e client.Event) {
@@ -165,17 +171,18 @@ func TestCancelFromHandler(t *testing.T) {
 		t.Fatal("handler not called")
 	}
 	o.Apply(cluster("a", "two") + "---\n" + cluster("b", "two"))
-	barrier(t, c, o)
+	settled := barrier(t, c, o)
 	select {
 	case e := <-calls:
 		t.Errorf("handler called after it cancelled its watch: %s", describe(e))
 	default:
 	}
-	rb.none()
+	rb.none(settled)
 }
 
-// The same for collections: once cancel returns, the handler is not called.
-func TestWatchCollectionCancelWaitsForHandler(t *testing.T) {
+// The same for collections: once cancel's channel is closed, the handler
+// is not called.
+func TestWatchCollectionCancelChannelClosesAfterLastCall(t *testing.T) {
 	o := servertest.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
 	o.Apply(listenerCollection(coll, "a/ref") + "---\n" + listener("ref", "referenced"))
@@ -200,13 +207,13 @@ func TestWatchCollectionCancelWaitsForHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		spin(time.Duration(i%50) * time.Microsecond)
-		cancel()
+		<-cancel()
 		returned.Store(true)
 	}
 	barrier(t, c, o)
 	c.Close()
 	if late > 0 {
-		t.Errorf("a collection handler ran after its cancel returned, %d times", late)
+		t.Errorf("a collection handler ran after its cancel's channel was closed, %d times", late)
 	}
 }
 
@@ -240,8 +247,7 @@ func TestWatchEndsWithContext(t *testing.T) {
 		barrier(t, c, o)
 	}
 	o.Apply(cluster("a", "two"))
-	barrier(t, c, o)
-	r.none()
+	r.none(barrier(t, c, o))
 	if len(typed) > 0 {
 		t.Errorf("typed watch called after its context ended")
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -27,25 +28,25 @@ func TestCloseLeavesNoTimers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	ch, err := c.route(primary)
+	var ch *channel
+	c.state.Do(func() { ch, err = c.route(primary) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	if len(c.altTimers) != 1 {
-		t.Errorf("%d #alt= rechecks pending, want 1", len(c.altTimers))
-	}
-	c.mu.Unlock()
+	c.handlers.Do(func() {
+		if len(c.altTimers) != 1 {
+			t.Errorf("%d #alt= rechecks pending, want 1", len(c.altTimers))
+		}
+	})
 	c.Close()
-	// What a session ending or starting as Close runs would do.
+	// Both goroutines have ended: what is left is the test's to read. What
+	// a session ending or starting as Close runs would do:
 	c.channelState(ch, false)
 	c.channelState(ch, true)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if len(c.altTimers) != 0 {
 		t.Errorf("%d #alt= rechecks pending after Close", len(c.altTimers))
 	}
-	st := c.status[[2]string{resource.ClusterURL, primary}]
+	st := c.status[db.Key{Type: resource.ClusterURL, Name: primary}]
 	if st == nil {
 		t.Fatal("no status")
 	}

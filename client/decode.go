@@ -16,6 +16,38 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
+// A response is checked in two passes. The first needs nothing but the
+// response (and runs the application's Options.Validate): it runs on the
+// stream's receiving goroutine, so no user code runs where the client's
+// state is. The second needs what the channel subscribes and holds — the
+// TP2 parameter check, heartbeats — and runs on the state goroutine. Each
+// resource keeps its place, so a NACK lists the reasons in the response's
+// order.
+
+// received is a response after the first pass.
+type received struct {
+	items   []rcvd
+	removed []string       // delta removed_resources
+	gone    []resource.Key // delta removed_resource_names
+	// later: rejections of removals, which come after the resources'.
+	later []rejection
+}
+
+// rcvd is one resource of a response after the first pass.
+type rcvd struct {
+	name    string
+	cons    constraint.Constraints
+	v       *resource.Variant // accepted so far (nil when rejected or without payload)
+	ttl     time.Duration     // delta: Resource.ttl
+	rej     *rejection
+	aliases []string // delta (VHDS): the requested names it answers
+	// bare: a delta resource without payload — a VHDS not-found answer
+	// (with aliases), or a heartbeat of a version held (docs/protocol.md
+	// §2.7), which only the second pass can tell.
+	bare    bool
+	version string
+}
+
 // decoded is one response, checked: what to store, what to drop, and why
 // anything was rejected.
 type decoded struct {
@@ -46,17 +78,23 @@ type heartbeat struct {
 	ttl                 time.Duration
 }
 
-func (d *decoded) reject(n, format string, args ...any) {
+func rejectf(n, format string, args ...any) *rejection {
 	msg := fmt.Sprintf(format, args...)
 	if n != "" {
 		msg = n + ": " + msg
+	}
+	return &rejection{n, msg}
+}
+
+func (d *decoded) reject(r rejection) {
+	if r.name != "" {
 		if d.bad == nil {
 			d.bad = map[string]string{}
 		}
-		d.bad[n] = msg
+		d.bad[r.name] = r.msg
 	}
-	d.errs = append(d.errs, msg)
-	d.rejected = append(d.rejected, rejection{n, msg})
+	d.errs = append(d.errs, r.msg)
+	d.rejected = append(d.rejected, r)
 }
 
 func canonicalName(n string) string {
@@ -70,27 +108,26 @@ func canonicalName(n string) string {
 // decodeSotW checks a SotW response's resources (docs/protocol.md §1.7,
 // §1.10): each of the response's type, or wrapped in a discovery Resource;
 // no name given twice.
-func (ch *channel) decodeSotW(t *upType, r *discoveryv3.DiscoveryResponse) *decoded {
-	d := &decoded{}
+func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
+	rc := &received{}
 	seen := map[[2]string]bool{}
 	for i, a := range r.Resources {
 		var (
 			n       string
 			cons    constraint.Constraints
 			payload = a
-			version = r.VersionInfo
 			dnc     bool
 		)
 		if a.TypeUrl == resource.WrapperURL {
 			var res discoveryv3.Resource
 			if err := a.UnmarshalTo(&res); err != nil {
-				d.reject("", "resource %d: bad wrapper: %v", i, err)
+				rc.items = append(rc.items, rcvd{rej: rejectf("", "resource %d: bad wrapper: %v", i, err)})
 				continue
 			}
 			var err error
 			n, cons, err = resourceName(&res)
 			if err != nil {
-				d.reject(n, "%v", err)
+				rc.items = append(rc.items, rcvd{rej: rejectf(n, "%v", err)})
 				continue
 			}
 			payload = res.Resource
@@ -103,106 +140,93 @@ func (ch *channel) decodeSotW(t *upType, r *discoveryv3.DiscoveryResponse) *deco
 				version = res.GetVersion()
 			}
 			if payload == nil {
-				d.reject(n, "wrapped resource without a payload")
+				rc.items = append(rc.items, rcvd{rej: rejectf(n, "wrapped resource without a payload")})
 				continue
 			}
 		} else {
 			m, err := decodePayload(a)
 			if err != nil {
-				d.reject("", "resource %d: %v", i, err)
+				rc.items = append(rc.items, rcvd{rej: rejectf("", "resource %d: %v", i, err)})
 				continue
 			}
-			n = resource.ForURL(t.url).NameOf(m)
+			n = resource.ForURL(r.TypeUrl).NameOf(m)
 			if n == "" {
-				d.reject("", "resource %d: cannot tell its name (unknown type or no name field; use delta or wrapped resources)", i)
+				rc.items = append(rc.items, rcvd{rej: rejectf("", "resource %d: cannot tell its name (unknown type or no name field; use delta or wrapped resources)", i)})
 				continue
 			}
 		}
 		n = canonicalName(n)
 		k := [2]string{n, cons.Key()}
 		if seen[k] {
-			d.reject(n, "given twice in one response")
+			rc.items = append(rc.items, rcvd{rej: rejectf(n, "given twice in one response")})
 			continue
 		}
 		seen[k] = true
-		if v := ch.check(t, d, n, cons, version, payload, dnc); v != nil {
-			d.puts = append(d.puts, v)
-		}
+		v, rej := c.check(r.TypeUrl, n, cons, r.VersionInfo, payload, dnc)
+		rc.items = append(rc.items, rcvd{name: n, cons: cons, v: v, rej: rej})
 	}
-	return d
+	return rc
 }
 
 // decodeDelta checks a delta response (docs/protocol.md §2.6): no name twice
 // across resources and removals; payloads of the response's type; a
 // payload-less resource only as a VHDS answer (with aliases) or a heartbeat.
-func (ch *channel) decodeDelta(t *upType, r *discoveryv3.DeltaDiscoveryResponse) *decoded {
-	d := &decoded{}
+func (c *Client) decodeDelta(r *discoveryv3.DeltaDiscoveryResponse) *received {
+	rc := &received{}
 	seen := map[[2]string]bool{}
 	use := func(n, ck string) bool {
 		k := [2]string{n, ck}
 		if seen[k] {
-			d.reject(n, "given twice in one response")
 			return false
 		}
 		seen[k] = true
 		return true
 	}
+	twice := func(n string) *rejection { return rejectf(n, "given twice in one response") }
 	for _, res := range r.Resources {
 		n, cons, err := resourceName(res)
 		if err != nil {
-			d.reject(n, "%v", err)
+			rc.items = append(rc.items, rcvd{rej: rejectf(n, "%v", err)})
 			continue
 		}
 		n = canonicalName(n)
 		if !use(n, cons.Key()) {
+			rc.items = append(rc.items, rcvd{rej: twice(n)})
 			continue
+		}
+		it := rcvd{name: n, cons: cons, version: res.Version, ttl: res.GetTtl().AsDuration()}
+		for _, a := range res.Aliases {
+			it.aliases = append(it.aliases, canonicalName(a))
 		}
 		if res.Resource == nil {
-			switch {
-			case len(res.Aliases) > 0:
-				// On-demand VHDS: not found (docs/protocol.md §5.4).
-				for _, a := range res.Aliases {
-					d.notFound = append(d.notFound, canonicalName(a))
-				}
-			case t.held[n] != nil:
-				// A heartbeat: the version the client holds (§2.7).
-				d.heartbeats = append(d.heartbeats, heartbeat{n, cons.Key(), res.Version, res.GetTtl().AsDuration()})
-			default:
-				d.reject(n, "a resource without a payload is neither a heartbeat nor a VHDS answer")
-			}
-			continue
+			it.bare = true
+		} else {
+			it.v, it.rej = c.check(r.TypeUrl, n, cons, res.Version, res.Resource, res.GetCacheControl().GetDoNotCache())
 		}
-		v := ch.check(t, d, n, cons, res.Version, res.Resource, res.GetCacheControl().GetDoNotCache())
-		if v == nil {
-			continue
-		}
-		v.TTL = res.GetTtl().AsDuration() // before anything encodes it
-		d.puts = append(d.puts, v)
-		for _, a := range res.Aliases {
-			if d.aliases == nil {
-				d.aliases = map[string]string{}
-			}
-			d.aliases[canonicalName(a)] = n
-		}
+		rc.items = append(rc.items, it)
 	}
 	for _, n := range r.RemovedResources {
 		n = canonicalName(n)
 		if use(n, "") {
-			d.removed = append(d.removed, n)
+			rc.removed = append(rc.removed, n)
+		} else {
+			rc.later = append(rc.later, *twice(n))
 		}
 	}
 	for _, rn := range r.RemovedResourceNames {
-		c, err := constraint.FromProto(rn.GetDynamicParameterConstraints())
+		cons, err := constraint.FromProto(rn.GetDynamicParameterConstraints())
 		if err != nil {
-			d.reject(rn.GetName(), "removed_resource_names: %v", err)
+			rc.later = append(rc.later, *rejectf(rn.GetName(), "removed_resource_names: %v", err))
 			continue
 		}
 		n := canonicalName(rn.GetName())
-		if use(n, c.Key()) {
-			d.gone = append(d.gone, resource.Key{Type: t.url, Name: n, Constraints: c.Key()})
+		if use(n, cons.Key()) {
+			rc.gone = append(rc.gone, resource.Key{Type: r.TypeUrl, Name: n, Constraints: cons.Key()})
+		} else {
+			rc.later = append(rc.later, *twice(n))
 		}
 	}
-	return d
+	return rc
 }
 
 // resourceName reads a discovery Resource's name and TP2 constraints.
@@ -231,54 +255,87 @@ func decodePayload(a *anypb.Any) (proto.Message, error) {
 	return m, nil
 }
 
-// check validates one resource and makes its variant, or records why not.
-// A payload must be of the subscribed type (or a TP1 redirect), decode,
-// pass its validation rules and the client's own check, carry its own name,
-// and — for a TP2 subscription — match the parameters it was subscribed
-// with (TP2: a leaf client MAY check; xdsd does, and rejects a mismatch).
-func (ch *channel) check(t *upType, d *decoded, n string, cons constraint.Constraints, version string, payload *anypb.Any, dnc bool) *resource.Variant {
-	if payload.GetTypeUrl() != t.url && payload.GetTypeUrl() != resource.LocatorURL {
-		d.reject(n, "is a %s in a %s response", strings.TrimPrefix(payload.GetTypeUrl(), resource.TypePrefix), strings.TrimPrefix(t.url, resource.TypePrefix))
-		return nil
+// check validates one resource on its own and makes its variant, or says
+// why not: a payload must be of the response's type (or a TP1 redirect),
+// decode, pass its validation rules and the client's own check, and carry
+// its own name.
+func (c *Client) check(typeURL, n string, cons constraint.Constraints, version string, payload *anypb.Any, dnc bool) (*resource.Variant, *rejection) {
+	if payload.GetTypeUrl() != typeURL && payload.GetTypeUrl() != resource.LocatorURL {
+		return nil, rejectf(n, "is a %s in a %s response", strings.TrimPrefix(payload.GetTypeUrl(), resource.TypePrefix), strings.TrimPrefix(typeURL, resource.TypePrefix))
 	}
-	typ := resource.ForURL(t.url)
+	typ := resource.ForURL(typeURL)
 	v := resource.NewVariant(typ, n, cons, version, payload.GetTypeUrl(), payload.GetValue()).WithDoNotCache(dnc)
-	if typ.MessageType() != nil || payload.GetTypeUrl() == resource.LocatorURL {
-		m, err := v.Message()
-		if err != nil {
-			d.reject(n, "%v", err)
-			return nil
+	if typ.MessageType() == nil && payload.GetTypeUrl() != resource.LocatorURL {
+		return v, nil
+	}
+	m, err := v.Message()
+	if err != nil {
+		return nil, rejectf(n, "%v", err)
+	}
+	if errs := resource.Validate(m); len(errs) > 0 {
+		return nil, rejectf(n, "invalid: %v", errs[0])
+	}
+	if payload.GetTypeUrl() == typeURL {
+		if own := typ.NameOf(m); own != "" && canonicalName(own) != n {
+			return nil, rejectf(n, "its payload is named %q", own)
 		}
-		if errs := resource.Validate(m); len(errs) > 0 {
-			d.reject(n, "invalid: %v", errs[0])
-			return nil
+	}
+	if c.o.Validate != nil {
+		if err := c.o.Validate(v, m); err != nil {
+			return nil, rejectf(n, "rejected: %v", err)
 		}
-		if payload.GetTypeUrl() == t.url {
-			if own := typ.NameOf(m); own != "" && canonicalName(own) != n {
-				d.reject(n, "its payload is named %q", own)
-				return nil
+	}
+	return v, nil
+}
+
+// checked is the second pass (on the state goroutine): a variant of a TP2
+// subscription must match the parameters it was subscribed with (TP2: a
+// leaf client MAY check; xdsd does, and rejects a mismatch); a bare delta
+// resource is a heartbeat only of a version held.
+func (t *upType) checked(rc *received) *decoded {
+	d := &decoded{removed: rc.removed, gone: rc.gone}
+	for _, it := range rc.items {
+		switch {
+		case it.rej != nil:
+			d.reject(*it.rej)
+		case it.bare && len(it.aliases) > 0:
+			// On-demand VHDS: not found (docs/protocol.md §5.4).
+			d.notFound = append(d.notFound, it.aliases...)
+		case it.bare && t.held[it.name] != nil:
+			// A heartbeat: the version the client holds (§2.7).
+			d.heartbeats = append(d.heartbeats, heartbeat{it.name, it.cons.Key(), it.version, it.ttl})
+		case it.bare:
+			d.reject(*rejectf(it.name, "a resource without a payload is neither a heartbeat nor a VHDS answer"))
+		default:
+			sets, legacy := t.paramsFor(it.name)
+			if !it.cons.IsZero() && !legacy && len(sets) > 0 && !matchesAny(it.cons, sets) {
+				d.reject(*rejectf(it.name, "variant [%s] does not match the dynamic parameters it was subscribed with (%s)", it.cons, sets[0]))
+				continue
 			}
-		}
-		if ch.c.o.Validate != nil {
-			if err := ch.c.o.Validate(v, m); err != nil {
-				d.reject(n, "rejected: %v", err)
-				return nil
+			v := it.v
+			if it.ttl > 0 {
+				v.TTL = it.ttl // not yet shared: the variant is new
+			}
+			d.puts = append(d.puts, v)
+			for _, a := range it.aliases {
+				if d.aliases == nil {
+					d.aliases = map[string]string{}
+				}
+				d.aliases[a] = it.name
 			}
 		}
 	}
-	sets, legacy := t.paramsFor(n)
-	if !cons.IsZero() && !legacy && len(sets) > 0 {
-		ok := false
-		for _, p := range sets {
-			if cons.Match(p) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			d.reject(n, "variant [%s] does not match the dynamic parameters it was subscribed with (%s)", cons, sets[0])
-			return nil
+	for _, r := range rc.later {
+		d.reject(r)
+	}
+	return d
+}
+
+func matchesAny(c constraint.Constraints, sets []constraint.Params) bool {
+	for _, p := range sets {
+		if c.Match(p) {
+			return true
 		}
 	}
-	return v
+	return false
 }

@@ -3,11 +3,16 @@ package client_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -133,7 +138,10 @@ func describe(e client.Event) string {
 	return s
 }
 
-func (r *recorder) none() {
+// none checks that no event came. It takes the proof that whatever could
+// have come has had its chance: a barrier through each server that could
+// have sent it (or drained, once the test has seen the client answer).
+func (r *recorder) none(_ settled, _ ...settled) {
 	r.t.Helper()
 	select {
 	case e := <-r.ch:
@@ -142,31 +150,175 @@ func (r *recorder) none() {
 	}
 }
 
+// settled is the proof none asks for; only barrier, barrierIn and drained
+// make one.
+type settled struct{}
+
 func cluster(name, tag string) string {
 	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: %q\nalt_stat_name: %q\n", name, tag)
 }
 
 var barriers int
 
-// barrier proves the server has processed every request the client sent
-// before it: the client sends requests in order and the server handles them
-// in order, so once a new resource watched now arrives, everything earlier
-// has been handled.
-func barrier(t *testing.T, c *client.Client, o *servertest.Origin) {
+// barrier proves the server of the client's top-level servers has
+// processed every request the client sent before it, and the client every
+// response sent before its answer: the client sends requests in order and
+// the server handles them in order, the server sends responses in order
+// and the client applies them and calls handlers in order, so once a new
+// resource watched now arrives, everything earlier has been handled — and
+// delivered. What the client was handed before (a cancel's end, say) is
+// done first.
+func barrier(t *testing.T, c *client.Client, o *servertest.Origin) settled {
 	t.Helper()
+	return barrierIn(t, c, o, "")
+}
+
+// barrierIn is barrier through an authority's server.
+func barrierIn(t *testing.T, c *client.Client, o *servertest.Origin, authority string) settled {
+	t.Helper()
+	client.Settle(c)
 	barriers++
 	n := fmt.Sprintf("barrier-%d", barriers)
-	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %s\n", n))
+	if authority != "" {
+		n = fmt.Sprintf("xdstp://%s/envoy.extensions.transport_sockets.tls.v3.Secret/%s", authority, n)
+	}
+	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %q\n", n))
 	r := newRecorder(t)
 	cancel, err := c.Watch(t.Context(), resource.SecretURL, n, r.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.expect(client.Updated, n, "")
-	cancel()
+	<-cancel()
+	return settled{}
+}
+
+// drained is the proof that the client has delivered what it had, once the
+// test has seen it answer the server (a scripted server's request).
+func drained(c *client.Client) settled {
+	client.Settle(c)
+	return settled{}
 }
 
 // indent nests a YAML document under a wrapper's resource key.
 func indent(doc string) string {
 	return "  " + strings.ReplaceAll(strings.TrimSuffix(doc, "\n"), "\n", "\n  ") + "\n"
+}
+
+const lis = "xdstp://a/envoy.config.listener.v3.Listener/"
+
+func listener(id, tag string) string {
+	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\nstat_prefix: %q\n", lis+id, tag)
+}
+
+// listenerCollection is a ListenerCollection document named name whose
+// entries are locators "authority/id" of listeners.
+func listenerCollection(name string, locators ...string) string {
+	doc := "name: " + name + "\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n"
+	for _, l := range locators {
+		auth, id, _ := strings.Cut(l, "/")
+		doc += fmt.Sprintf("  - locator: {authority: %s, resource_type: envoy.config.listener.v3.Listener, id: %s}\n", auth, id)
+	}
+	return doc
+}
+
+func lisRedirect(from, to string) string {
+	return fmt.Sprintf("type: lds\nname: %s\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.Listener\n  id: %s\n", lis+from, to)
+}
+
+// byName waits for one event for each name, in any order.
+func (r *recorder) byName(names ...string) map[string]client.Event {
+	r.t.Helper()
+	got := map[string]client.Event{}
+	for len(got) < len(names) {
+		e := r.next()
+		if _, ok := got[e.Name]; ok || !slices.Contains(names, e.Name) {
+			r.t.Fatalf("unexpected event %s", describe(e))
+		}
+		got[e.Name] = e
+	}
+	return got
+}
+
+// noSubs checks, once the server has handled what the client sent, that
+// it holds no subscription to the names.
+func noSubs(t *testing.T, c *client.Client, o *servertest.Origin, names ...string) {
+	t.Helper()
+	barrier(t, c, o)
+	for _, n := range names {
+		if s := o.Subscriptions(n); s != 0 {
+			t.Errorf("%s: %d subscriptions left", n, s)
+		}
+	}
+}
+
+const lcoll = "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
+
+func listColl(entries string) string {
+	return fmt.Sprintf("name: %s\nresource:\n  \"@type\": type.googleapis.com/envoy.config.listener.v3.ListenerCollection\n  entries:\n%s---\n", lcoll, entries)
+}
+
+func inlineEntry(name, version, tag string) string {
+	return fmt.Sprintf("  - inline_entry:\n      name: %s\n      version: %q\n      resource: {\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener, name: %s, stat_prefix: %s}\n", name, version, name, tag)
+}
+
+func locatorEntry(id string) string {
+	return fmt.Sprintf("  - locator: {authority: a, resource_type: envoy.config.listener.v3.Listener, id: %s}\n", id)
+}
+
+var transports = []struct {
+	name string
+	sotw bool
+}{{"delta", false}, {"sotw", true}}
+
+// routeDoc is a route configuration document named name, told apart by
+// its virtual host's name, with the given constraints ("" for none).
+func routeDoc(name, marker, cons string) string {
+	doc := "name: " + name + "\n"
+	if cons != "" {
+		doc += "constraints: \"" + cons + "\"\n"
+	}
+	return doc + "resource:\n  \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  name: " + name +
+		"\n  virtual_hosts:\n  - name: " + marker + "\n    domains: [\"*\"]\n"
+}
+
+func mustAny(t *testing.T, m *clusterv3.Cluster) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// eventually waits, up to a deadline, for cond to hold: a state no event
+// announces (an upstream's connection, what a server holds).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(wait)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting: %s", what)
+		}
+	}
+}
+
+// upstreamDown reports whether the client's one upstream has no healthy
+// stream.
+func upstreamDown(c *client.Client) func() bool {
+	return func() bool {
+		u := c.Upstreams()
+		return len(u) == 1 && u[0].Connected == ""
+	}
+}
+
+// cached reports whether the client's cache holds a variant of a resource.
+func cached(c *client.Client, typeURL, name string) bool {
+	var ok bool
+	client.CacheOf(c).Read(func(r *db.Reader) { ok = len(r.Variants(typeURL, name)) > 0 })
+	return ok
 }

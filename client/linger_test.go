@@ -1,11 +1,9 @@
 package client_test
 
 import (
-	"log/slog"
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -20,9 +18,8 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 	for _, n := range []string{"kept", "left"} {
 		o.Apply("ttl: 2s\nresource:\n" + indent(cluster(n, "x")))
 	}
-	logs := newLogRecorder()
-	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{DoesNotExistTimeout: -1, Logger: slog.New(logs)})
-	var cancels []func()
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{DoesNotExistTimeout: -1})
+	var cancels []client.CancelFunc
 	for _, n := range []string{"kept", "left"} {
 		r := newRecorder(t)
 		cancel, err := c.Watch(t.Context(), resource.ClusterURL, n, r.handle)
@@ -33,9 +30,12 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 		cancels = append(cancels, cancel)
 	}
 	o.Stop()
-	logs.await(t, "WARN xDS stream lost")
+	eventually(t, "the upstream to go down", upstreamDown(c))
 	for _, cancel := range cancels {
-		cancel() // the upstream is down: the entries linger
+		<-cancel() // the upstream is down: the entries linger
+	}
+	if !cached(c, resource.ClusterURL, "left") {
+		t.Fatal("left is not cached once its watch ended during the outage")
 	}
 	r := newRecorder(t)
 	cancel, err := c.Watch(t.Context(), resource.ClusterURL, "kept", r.handle)
@@ -45,10 +45,5 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 	defer cancel()
 	r.expect(client.Updated, "kept", "")
 	r.expect(client.Removed, "kept", "")
-	logs.await(t, "INFO xDS resource expired", "name=left")
-	c.DB().Read(func(rd *db.Reader) {
-		if v := rd.Get(resource.ClusterURL, "left", nil); v != nil {
-			t.Errorf("expired, still cached: %s v%s", v.Name, v.Version)
-		}
-	})
+	eventually(t, "left to expire", func() bool { return !cached(c, resource.ClusterURL, "left") })
 }

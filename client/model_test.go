@@ -64,7 +64,7 @@ type mwatch struct {
 	cl     int
 	typ    string
 	name   string
-	cancel func()
+	cancel client.CancelFunc
 	// seen: a check confirmed that the watcher had a value, so an absence
 	// now must be reported as Removed.
 	seen bool
@@ -72,12 +72,17 @@ type mwatch struct {
 	mu   sync.Mutex
 	last client.Event
 	n    int
+	told chan struct{} // signalled on every event, for check to wait on
 }
 
 func (w *mwatch) handle(e client.Event) {
 	w.mu.Lock()
 	w.last, w.n = e, w.n+1
 	w.mu.Unlock()
+	select {
+	case w.told <- struct{}{}:
+	default:
+	}
 }
 
 type mkey struct{ typ, name string }
@@ -93,6 +98,7 @@ type modelRun struct {
 	marker  int
 	// state: resource → constraint key → payload marker.
 	state map[mkey]map[string]string
+	told  chan struct{} // a watcher was told something
 	log   []string
 }
 
@@ -115,7 +121,7 @@ func TestModelRandom(t *testing.T) {
 }
 
 func runModel(t *testing.T, sotw bool, seed uint64) {
-	m := &modelRun{t: t, sotw: sotw, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), state: map[mkey]map[string]string{}}
+	m := &modelRun{t: t, sotw: sotw, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), state: map[mkey]map[string]string{}, told: make(chan struct{}, 1)}
 	m.o = servertest.Start(t)
 	for _, p := range modelClients {
 		b := bs{servers: []string{m.o.Addr}, sotw: sotw, params: p}.build(t)
@@ -243,7 +249,7 @@ func (m *modelRun) watch(cl int, n struct{ typ, name string }) {
 		return
 	}
 	m.nextID++
-	w := &mwatch{id: m.nextID, cl: cl, typ: n.typ, name: n.name}
+	w := &mwatch{id: m.nextID, cl: cl, typ: n.typ, name: n.name, told: m.told}
 	cancel, err := m.clients[cl].c.Watch(m.t.Context(), n.typ, n.name, w.handle)
 	if err != nil {
 		m.t.Fatal(err)
@@ -262,7 +268,7 @@ func (m *modelRun) cancelWatch() {
 	}
 	i := m.rng.IntN(len(m.watches))
 	w := m.watches[i]
-	w.cancel()
+	<-w.cancel() // ended, so that a watch again at once follows its end
 	m.watches = slices.Delete(m.watches, i, i+1)
 	last := !slices.ContainsFunc(m.watches, func(o *mwatch) bool { return o.cl == w.cl && o.name == w.name })
 	m.logf("cancel w%d (last of its name: %v)", w.id, last)
@@ -274,7 +280,7 @@ func (m *modelRun) cancelWatch() {
 // check waits until every live watcher's latest event is the expected one.
 func (m *modelRun) check(step int) {
 	versions := m.storeVersions()
-	deadline := time.Now().Add(servertest.Wait)
+	deadline := time.After(servertest.Wait)
 	for {
 		diffs := m.diffs(versions)
 		if len(diffs) == 0 {
@@ -287,11 +293,13 @@ func (m *modelRun) check(step int) {
 			}
 			return
 		}
-		if time.Now().After(deadline) {
+		// Watchers change only when they are told something.
+		select {
+		case <-m.told:
+		case <-deadline:
 			m.t.Fatalf("seed %s step %d: watchers disagree with the model:\n%s\n\nsteps:\n%s",
 				m.t.Name(), step, strings.Join(diffs, "\n"), strings.Join(m.log, "\n"))
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/resource"
@@ -70,13 +69,4 @@ func TestDeltaNACKSurvivesTheNextResponse(t *testing.T) {
 			t.Fatalf("round %d: the NACK was never sent", i)
 		}
 	}
-}
-
-func mustAny(t *testing.T, m *clusterv3.Cluster) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }

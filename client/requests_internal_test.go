@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -24,9 +25,10 @@ import (
 // pinned without racing the stream.
 
 // testChannel is a channel with a stream up to one server (SotW or delta)
-// and no goroutine of its own. Resources named "bad" in a response of
-// version "1" (SotW) or "x" (delta) are rejected.
-func testChannel(t *testing.T, sotw bool) (*channel, ServerConfig) {
+// and no goroutine of its own: the test drives it, on the client's state
+// goroutine. Resources named "bad" in a response of version "1" (SotW) or
+// "x" (delta) are rejected.
+func testChannel(t *testing.T, sotw bool) (*testCh, ServerConfig) {
 	t.Helper()
 	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`))
 	if err != nil {
@@ -48,14 +50,48 @@ func testChannel(t *testing.T, sotw bool) (*channel, ServerConfig) {
 		srv.Transport = "sotw"
 	}
 	ch := &channel{c: c, servers: []ServerConfig{srv}, wake: make(chan struct{}, 1), types: map[string]*upType{},
-		connected: 0, healthy: true, versionsFrom: 0, retry: make([]retryState, 1)}
-	return ch, srv
+		connected: 0, healthy: true, versionsFrom: 0}
+	return &testCh{ch}, srv
 }
 
-func (ch *channel) testSubscribe(typeURL string, names ...string) {
+// testCh runs a channel's methods on its client's state goroutine, as the
+// channel's own goroutines would.
+type testCh struct{ *channel }
+
+func (ch *testCh) do(f func()) { ch.c.state.Do(f) }
+
+func (ch *testCh) testSubscribe(typeURL string, names ...string) {
 	for _, n := range names {
-		ch.subscribe(typeURL, &upSub{name: n})
+		s := db.NewSub(typeURL, n, nil)
+		ch.do(func() { ch.subscribe(&s) })
 	}
+}
+
+func (ch *testCh) requests(srv ServerConfig) (out []proto.Message) {
+	ch.do(func() { out = ch.channel.requests(srv) })
+	return out
+}
+
+func (ch *testCh) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig) {
+	d := ch.c.decodeSotW(r)
+	ch.do(func() { ch.channel.handleSotW(r, d, srv) })
+}
+
+func (ch *testCh) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv ServerConfig) {
+	d := ch.c.decodeDelta(r)
+	ch.do(func() { ch.channel.handleDelta(r, d, srv) })
+}
+
+func (ch *testCh) unsubscribe(typeURL, name string) {
+	ch.do(func() { ch.channel.unsubscribe(db.Key{Type: typeURL, Name: name}) })
+}
+
+func (ch *testCh) refetch(typeURL, name string) {
+	ch.do(func() { ch.channel.refetch(db.Key{Type: typeURL, Name: name}) })
+}
+
+func (ch *testCh) needFresh(typeURL, name string, add int) {
+	ch.do(func() { ch.channel.needFresh(typeURL, name, add) })
 }
 
 func anyOf(t *testing.T, m proto.Message) *anypb.Any {
@@ -136,7 +172,7 @@ func TestResubscribeBeforeRequestFetchesAgain(t *testing.T) {
 		ch.handleSotW(sotwResponse(t, resource.ClusterURL, "1", "n1", "a", "b"), srv)
 		checkSent(t, sotwSent(ch.requests(srv)), []string{"[a b] 1 n1"})
 
-		ch.unsubscribe(resource.ClusterURL, "a", "")
+		ch.unsubscribe(resource.ClusterURL, "a")
 		ch.testSubscribe(resource.ClusterURL, "a")
 		checkSent(t, sotwSent(ch.requests(srv)), []string{"[b] 1 n1", "[a b] 1 n1"})
 		checkSent(t, sotwSent(ch.requests(srv)), nil)
@@ -148,7 +184,7 @@ func TestResubscribeBeforeRequestFetchesAgain(t *testing.T) {
 		ch.handleDelta(deltaResponse(t, "1", "n1", "a", "b"), srv)
 		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[] -[] n1"})
 
-		ch.unsubscribe(resource.ClusterURL, "a", "")
+		ch.unsubscribe(resource.ClusterURL, "a")
 		ch.testSubscribe(resource.ClusterURL, "a")
 		checkSent(t, deltaSent(ch.requests(srv)), []string{"+[a] -[] "})
 	})
@@ -216,7 +252,7 @@ func TestFetchAgainWhileNACKDueSendsTheNACK(t *testing.T) {
 	ch.handleSotW(sotwResponse(t, resource.EndpointURL, "0", "n0", "b"), srv)
 	ch.requests(srv)
 	ch.handleSotW(sotwResponse(t, resource.EndpointURL, "1", "n1", "bad"), srv)
-	ch.refetch(resource.EndpointURL, "b", "")
+	ch.refetch(resource.EndpointURL, "b")
 	checkSent(t, sotwSent(ch.requests(srv)), []string{"[bad] 0 n1 NACK bad: rejected: bad version", "[b bad] 0 n1"})
 }
 
@@ -259,19 +295,18 @@ func TestLingeringIsNotDeclared(t *testing.T) {
 	ch.requests(srv)
 
 	// The stream goes; "left" is unsubscribed meanwhile.
-	ch.mu.Lock()
-	ch.connected, ch.healthy = -1, false
-	ch.mu.Unlock()
-	ch.unsubscribe(resource.ClusterURL, "left", "")
-	ch.mu.Lock()
-	ty := ch.types[resource.ClusterURL]
-	if ty.held["left"] == nil {
-		t.Error("lingering: not held")
-	}
-	// A new stream to the same server.
-	ch.connected = 0
-	ty.requested, ty.declare = false, true
-	ch.mu.Unlock()
+	ch.do(func() { ch.connected, ch.healthy = -1, false })
+	ch.unsubscribe(resource.ClusterURL, "left")
+	var ty *upType
+	ch.do(func() {
+		ty = ch.types[resource.ClusterURL]
+		if ty.held["left"] == nil {
+			t.Error("lingering: not held")
+		}
+		// A new stream to the same server.
+		ch.connected = 0
+		ty.requested, ty.declare = false, true
+	})
 	reqs := ch.requests(srv)
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
@@ -279,12 +314,12 @@ func TestLingeringIsNotDeclared(t *testing.T) {
 	if got := reqs[0].(*discoveryv3.DeltaDiscoveryRequest).InitialResourceVersions; len(got) != 1 || got["kept"] != "1" {
 		t.Errorf("declared %v, want kept only", got)
 	}
-	ch.markHealthy(0)
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if ty.held["left"] != nil || ty.held["kept"] == nil || len(ty.lingering) != 0 {
-		t.Errorf("once healthy: held %v, lingering %v", ty.held, ty.lingering)
-	}
+	ch.do(func() {
+		ch.proven(0)
+		if ty.held["left"] != nil || ty.held["kept"] == nil || len(ty.lingering) != 0 {
+			t.Errorf("once healthy: held %v, lingering %v", ty.held, ty.lingering)
+		}
+	})
 }
 
 // A new stream starts clean: a fetch-again or a NACK due on the old one is
@@ -295,12 +330,12 @@ func TestNewStreamDropsWhatWasDueOnTheOld(t *testing.T) {
 	ch.testSubscribe(resource.EndpointURL, "bad", "b")
 	ch.requests(srv)
 	ch.handleSotW(sotwResponse(t, resource.EndpointURL, "1", "n1", "bad", "b"), srv)
-	ch.refetch(resource.EndpointURL, "b", "")
-	ch.mu.Lock()
-	for _, ty := range ch.types {
-		ty.newStream(true)
-	}
-	ch.mu.Unlock()
+	ch.refetch(resource.EndpointURL, "b")
+	ch.do(func() {
+		for _, ty := range ch.types {
+			ty.newStream(true)
+		}
+	})
 	checkSent(t, sotwSent(ch.requests(srv)), []string{"[b bad]  "})
 	checkSent(t, sotwSent(ch.requests(srv)), nil)
 }
@@ -316,16 +351,14 @@ func TestDeltaFetchAgainSurvivesANewStream(t *testing.T) {
 	ch.handleDelta(deltaResponse(t, "1", "n1", "dnc", "other"), srv)
 	ch.requests(srv)
 
-	ch.mu.Lock()
-	ch.connected, ch.healthy = -1, false
-	ch.mu.Unlock()
-	ch.refetch(resource.ClusterURL, "dnc", "")
-	ch.mu.Lock()
-	ch.connected = 0
-	for _, ty := range ch.types {
-		ty.newStream(true)
-	}
-	ch.mu.Unlock()
+	ch.do(func() { ch.connected, ch.healthy = -1, false })
+	ch.refetch(resource.ClusterURL, "dnc")
+	ch.do(func() {
+		ch.connected = 0
+		for _, ty := range ch.types {
+			ty.newStream(true)
+		}
+	})
 	reqs := ch.requests(srv)
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
@@ -349,7 +382,9 @@ func TestDeltaFetchAgainSurvivesANewStream(t *testing.T) {
 func TestDeltaVariantReplacesUndeletedOne(t *testing.T) {
 	ch, srv := testChannel(t, false)
 	params := constraint.Params{"env": "test"}
-	ch.subscribe(resource.ClusterURL, &upSub{name: "c", params: params, pkey: params.Key(), tp2: true})
+	s := db.NewSub(resource.ClusterURL, "c", params)
+	s.Locator = true
+	ch.do(func() { ch.subscribe(&s) })
 	ch.requests(srv)
 	variant := func(version, cons string) *discoveryv3.Resource {
 		return &discoveryv3.Resource{Version: version, Resource: anyOf(t, &clusterv3.Cluster{Name: "c"}),
@@ -357,10 +392,102 @@ func TestDeltaVariantReplacesUndeletedOne(t *testing.T) {
 	}
 	ch.handleDelta(&discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "1", Resources: []*discoveryv3.Resource{variant("1", "exists(env)")}}, srv)
 	ch.handleDelta(&discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "2", Resources: []*discoveryv3.Resource{variant("2", "env=test")}}, srv)
-	ch.mu.Lock()
-	held := fmt.Sprint(ch.types[resource.ClusterURL].held["c"])
-	ch.mu.Unlock()
+	var held string
+	ch.do(func() { held = fmt.Sprint(ch.types[resource.ClusterURL].held["c"]) })
 	if want := fmt.Sprint(map[string]string{constraint.MustParse("env=test").Key(): "2"}); held != want {
 		t.Errorf("held %s, want %s", held, want)
+	}
+}
+
+// docs/protocol.md §1.7, §1.8: which subscriptions the request a full-state
+// response answers surely named. Requests are numbered from 1; a response
+// holding a resource answers a request naming it.
+func TestSentRequests(t *testing.T) {
+	keys := func(names ...string) map[db.Key]bool {
+		m := map[db.Key]bool{}
+		for _, n := range names {
+			m[db.Key{Name: n}] = true
+		}
+		return m
+	}
+	puts := func(names ...string) []*resource.Variant {
+		var out []*resource.Variant
+		for _, n := range names {
+			out = append(out, &resource.Variant{Name: n})
+		}
+		return out
+	}
+	type step struct {
+		request  []string // a request naming these, or
+		response []string // a response holding these
+		named    []string // then: surely named by what it answers
+		not      []string // and: perhaps not
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a response to the first of two requests", []step{
+			{request: []string{"a"}},
+			{request: []string{"a", "b"}},
+			{response: []string{"a"}, named: []string{"a"}, not: []string{"b"}},
+			{response: []string{"a", "b"}, named: []string{"a", "b"}},
+			{response: []string{"a"}, named: []string{"a", "b"}},
+		}},
+		{"an empty response answers the requests so far", []step{
+			{request: []string{"a"}},
+			{response: nil, named: []string{"a"}},
+			{request: []string{"a", "b"}},
+			{response: nil, named: []string{"a"}, not: []string{"b"}},
+		}},
+		{"a name left out of a request and put back (a refetch)", []step{
+			{request: []string{"a", "b"}},
+			{response: []string{"a", "b"}, named: []string{"a", "b"}},
+			{request: []string{"a"}},
+			{request: []string{"a", "b"}},
+			{response: []string{"a"}, named: []string{"a"}, not: []string{"b"}},
+			{response: []string{"a", "b"}, named: []string{"a", "b"}},
+		}},
+		{"a name named before, dropped, named again", []step{
+			{request: []string{"a"}},
+			{request: nil},
+			{request: []string{"a"}},
+			{response: nil, not: []string{"a"}},
+			{response: []string{"a"}, named: []string{"a"}},
+		}},
+		{"a response crossing a refetch and a new name", []step{
+			{request: []string{"a", "m"}},
+			{response: []string{"a", "m"}, named: []string{"a", "m"}},
+			{request: []string{"a", "q"}},
+			{request: []string{"a", "m", "q"}},
+			{response: []string{"a", "m"}, named: []string{"a", "m"}, not: []string{"q"}},
+			{response: []string{"a", "m", "q"}, named: []string{"a", "m", "q"}},
+		}},
+		{"the wildcard", []step{
+			{request: []string{"*"}},
+			{request: []string{"*", "b"}},
+			{response: []string{"x"}, named: []string{"*"}, not: []string{"b"}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r sentRequests
+			for i, s := range tc.steps {
+				if s.response == nil && s.named == nil && s.not == nil {
+					r.record(keys(s.request...))
+					continue
+				}
+				r.answered(puts(s.response...))
+				for _, n := range s.named {
+					if !r.named(db.Key{Name: n}) {
+						t.Errorf("step %d: %s not surely named", i, n)
+					}
+				}
+				for _, n := range s.not {
+					if r.named(db.Key{Name: n}) {
+						t.Errorf("step %d: %s surely named", i, n)
+					}
+				}
+			}
+		})
 	}
 }

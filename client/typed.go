@@ -26,7 +26,7 @@ type TypedEvent[M proto.Message] struct {
 // (which must be a registered xDS resource type, e.g. *clusterv3.Cluster).
 // A resource that cannot be decoded as M is reported as Errored. cancel,
 // or the end of ctx, stops it, as for Client.Watch.
-func WatchTyped[M proto.Message](ctx context.Context, c *Client, n string, h func(TypedEvent[M])) (cancel func(), err error) {
+func WatchTyped[M proto.Message](ctx context.Context, c *Client, n string, h func(TypedEvent[M])) (cancel CancelFunc, err error) {
 	var zero M
 	t, err := resource.Lookup(string(zero.ProtoReflect().Descriptor().FullName()))
 	if err != nil {
@@ -51,33 +51,33 @@ func WatchTyped[M proto.Message](ctx context.Context, c *Client, n string, h fun
 }
 
 // WatchListener watches a Listener (LDS).
-func (c *Client) WatchListener(ctx context.Context, n string, h func(TypedEvent[*listenerv3.Listener])) (func(), error) {
+func (c *Client) WatchListener(ctx context.Context, n string, h func(TypedEvent[*listenerv3.Listener])) (CancelFunc, error) {
 	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchRouteConfig watches a RouteConfiguration (RDS).
-func (c *Client) WatchRouteConfig(ctx context.Context, n string, h func(TypedEvent[*routev3.RouteConfiguration])) (func(), error) {
+func (c *Client) WatchRouteConfig(ctx context.Context, n string, h func(TypedEvent[*routev3.RouteConfiguration])) (CancelFunc, error) {
 	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchCluster watches a Cluster (CDS).
-func (c *Client) WatchCluster(ctx context.Context, n string, h func(TypedEvent[*clusterv3.Cluster])) (func(), error) {
+func (c *Client) WatchCluster(ctx context.Context, n string, h func(TypedEvent[*clusterv3.Cluster])) (CancelFunc, error) {
 	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchEndpoints watches a ClusterLoadAssignment (EDS).
-func (c *Client) WatchEndpoints(ctx context.Context, n string, h func(TypedEvent[*endpointv3.ClusterLoadAssignment])) (func(), error) {
+func (c *Client) WatchEndpoints(ctx context.Context, n string, h func(TypedEvent[*endpointv3.ClusterLoadAssignment])) (CancelFunc, error) {
 	return WatchTyped(ctx, c, n, h)
 }
 
 // WatchSecret watches a Secret (SDS).
-func (c *Client) WatchSecret(ctx context.Context, n string, h func(TypedEvent[*tlsv3.Secret])) (func(), error) {
+func (c *Client) WatchSecret(ctx context.Context, n string, h func(TypedEvent[*tlsv3.Secret])) (CancelFunc, error) {
 	return WatchTyped(ctx, c, n, h)
 }
 
 // VirtualHost watches the virtual host that serves host in a route
 // configuration, by on-demand VHDS (delta): the server resolves
 // "<routeConfig>/<host>" by domain; DoesNotExist when none matches.
-func (c *Client) VirtualHost(ctx context.Context, routeConfig, host string, h func(TypedEvent[*routev3.VirtualHost])) (func(), error) {
+func (c *Client) VirtualHost(ctx context.Context, routeConfig, host string, h func(TypedEvent[*routev3.VirtualHost])) (CancelFunc, error) {
 	return WatchTyped(ctx, c, routeConfig+"/"+host, h)
 }

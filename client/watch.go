@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -73,42 +72,38 @@ func (e Event) Message() (proto.Message, error) {
 }
 
 // Handler receives a watcher's events. Handlers are called one at a time, in
-// order, on the client's delivery goroutine; they must not block for long.
+// order, on the client's handler goroutine; they must not block for long.
 // A handler may start and cancel watches, and may Close the client.
 type Handler func(Event)
 
-type watchKind int
+// CancelFunc ends a watch, as the end of its context does. It never
+// blocks: it returns a channel that is closed once the watch's handler
+// will not be called again — at once if no call is under way, else when
+// that call returns. A handler may cancel its own watch or another, but
+// must not wait on the channel (it would wait for itself). Calling it
+// again returns the same channel.
+type CancelFunc func() <-chan struct{}
 
-const (
-	kindNamed watchKind = iota
-	kindGlob
-	kindWildcard
-	kindVHDS
-)
-
+// watcher is one watch. Its delivery state is the handler goroutine's.
 type watcher struct {
 	c      *Client
-	id     uint64
 	typ    string
 	name   string // canonical: a URN, a glob URL, "*", or a VHDS "<rc>/<host>"
-	kind   watchKind
+	kind   db.Kind
 	params constraint.Params // nil: no dynamic parameters configured
 	entry  string            // #entry=: deliver this inline entry of the collection
 	alt    string            // #alt=: the fallback URN
 	h      Handler
 	sub    *db.Subscriber
 
+	queued    atomic.Bool // a delivery is scheduled
 	cancelled atomic.Bool
-	// hmu is held while the watcher is delivered, so that cancel can wait
-	// for a handler under way.
-	hmu sync.Mutex
+	once      sync.Once
+	done      <-chan struct{} // the CancelFunc's channel
 
-	// subscribed is what the watcher holds in the db; follow and unfollow
-	// run on the delivery goroutine, cancel on any.
-	subMu      sync.Mutex
+	// The rest is the handler goroutine's. subscribed is what the watcher
+	// holds in the db: the watched name, redirect targets, the #alt= URL.
 	subscribed map[string]bool
-
-	// Delivery state, used only on the delivery goroutine.
 	last       *resource.Variant
 	lastErr    string
 	toldAbsent bool
@@ -126,21 +121,18 @@ type watcher struct {
 // one.
 //
 // cancel, or the end of ctx, stops the watch; the last watcher of a
-// resource unsubscribes it upstream. Once cancel returns, h is not called
-// again: cancel waits for a call of h under way — unless it is called from
-// a handler, which may cancel its own watch or another. So do not call
-// cancel while holding a lock h takes.
-func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel func(), err error) {
+// resource unsubscribes it upstream. cancel never waits for a handler:
+// the channel it returns is closed once h will not be called again.
+func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	w := &watcher{c: c, typ: typeURL, h: h, subscribed: map[string]bool{}}
-	w.sub = db.NewSubscriber(func() { c.scheduleWatcher(w) })
+	w.sub = db.NewSubscriber(w.wake)
 	authority, legacy := "", true
-	switch {
-	case n == db.Wildcard:
-		w.name, w.kind = n, kindWildcard
-	default:
+	if n == db.Wildcard {
+		w.name, w.kind = n, db.AllOfType
+	} else {
 		u, err := name.Parse(n)
 		if err != nil {
 			return nil, err
@@ -160,125 +152,168 @@ func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cance
 				w.alt = u.Alt.URN().String()
 			}
 			w.entry = u.Entry
-			w.name = u.URN().String()
-			if u.Glob {
-				w.kind = kindGlob
-			}
-		} else {
-			w.name = n
 		}
-		if w.kind == kindNamed && typeURL == resource.VirtualHostURL && strings.Contains(w.name, "/") {
-			w.kind = kindVHDS
-		}
+		s := db.NewSub(typeURL, n, nil)
+		w.name, w.kind = s.Name, s.Kind
 	}
 	if params, configured := c.b.ParamsFor(authority, legacy); configured {
 		w.params = constraint.Params(params)
 	}
-	ch, err := c.route(w.name)
-	if err != nil {
+	// The channel is made now, so that its servers' credentials are
+	// checked here.
+	if err := c.routeNow(w.name); err != nil {
 		return nil, err
 	}
 	if w.alt != "" {
-		if _, err := c.route(w.alt); err != nil {
+		if err := c.routeNow(w.alt); err != nil {
 			return nil, fmt.Errorf("%s: #alt=: %w", n, err)
 		}
 	}
-	if (w.kind == kindGlob || w.kind == kindVHDS) && !ch.servers[0].Delta() {
-		return nil, fmt.Errorf("%s: glob collections and on-demand VHDS need a delta server", n)
+	if w.kind == db.Glob || w.kind == db.VHDS {
+		if servers, _ := c.serversFor(w.name); !servers[0].Delta() {
+			return nil, fmt.Errorf("%s: glob collections and on-demand VHDS need a delta server", n)
+		}
 	}
-	c.mu.Lock()
-	c.nextID++
-	w.id = c.nextID
-	c.mu.Unlock()
-	w.follow(w.name)
-	if w.alt != "" {
-		c.recheckAlt(w)
+	// Subscribed here, on the caller's goroutine, so that the upstream
+	// subscription starts before Watch returns; from here on the watcher
+	// is the handler goroutine's.
+	w.subscribed[w.name] = true
+	c.db.Subscribe(w.sub, w.subFor(w.name))
+	if !c.handlers.Schedule(w.start) {
+		c.db.Unsubscribe(w.sub, w.subFor(w.name))
+		return nil, errClosed
 	}
-	c.scheduleWatcher(w)
-	stop := context.AfterFunc(ctx, w.cancel)
-	return func() {
+	stop := context.AfterFunc(ctx, func() { w.cancel() })
+	return func() <-chan struct{} {
 		stop()
-		w.cancel()
+		return w.cancel()
 	}, nil
 }
 
-// follow subscribes the watcher to a name (the watched one, a redirect
-// target, the alt URL) and files it under that name for status changes.
+func (w *watcher) subFor(n string) db.Sub { return db.NewSub(w.typ, n, w.params) }
+
+// wake schedules a delivery, unless one is scheduled already. The db and
+// the state goroutine call it, from any goroutine.
+func (w *watcher) wake() {
+	if w.queued.CompareAndSwap(false, true) && !w.c.handlers.Schedule(w.run) {
+		w.queued.Store(false)
+	}
+}
+
+func (w *watcher) run() {
+	w.queued.Store(false)
+	w.deliver()
+}
+
+// start files the watcher under what it subscribed, and delivers what is
+// cached.
+func (w *watcher) start() {
+	for n := range w.subscribed {
+		w.c.fileWatcher(w, n, true)
+	}
+	if w.alt != "" {
+		w.c.alts[w] = struct{}{}
+		w.c.recheckAlt(w)
+	}
+	w.run()
+}
+
+// follow subscribes the watcher to a name (a redirect target, the alt URL)
+// and files it under that name for status changes.
 func (w *watcher) follow(n string) {
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
 	if w.subscribed[n] || w.cancelled.Load() {
 		return
 	}
 	w.subscribed[n] = true
-	k := [2]string{w.typ, n}
-	w.c.mu.Lock()
-	if w.c.watchers[k] == nil {
-		w.c.watchers[k] = map[*watcher]struct{}{}
-	}
-	w.c.watchers[k][w] = struct{}{}
-	w.c.mu.Unlock()
-	w.c.db.Subscribe(w.sub, db.NewSub(w.typ, n, w.params))
+	w.c.fileWatcher(w, n, true)
+	w.c.db.Subscribe(w.sub, w.subFor(n))
 }
 
 func (w *watcher) unfollow(n string) {
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
-	w.unfollowLocked(n)
-}
-
-func (w *watcher) unfollowLocked(n string) {
 	if !w.subscribed[n] {
 		return
 	}
 	delete(w.subscribed, n)
-	k := [2]string{w.typ, n}
-	w.c.mu.Lock()
-	delete(w.c.watchers[k], w)
-	if len(w.c.watchers[k]) == 0 {
-		delete(w.c.watchers, k)
-	}
-	w.c.mu.Unlock()
-	w.c.db.Unsubscribe(w.sub, db.NewSub(w.typ, n, w.params))
+	w.c.fileWatcher(w, n, false)
+	w.c.db.Unsubscribe(w.sub, w.subFor(n))
 }
 
-// cancel ends the watch: once it returns, the handler is not called again.
-// A handler running on the delivery goroutine is waited for, unless that
-// handler is the caller (a handler may cancel its own watch, or another).
-func (w *watcher) cancel() {
-	first := !w.cancelled.Swap(true)
-	// Every call waits (a second one may race the first, from ctx).
-	if goroutineID() != w.c.deliverG.Load() {
-		w.hmu.Lock()
-		//lint:ignore SA2001 an empty critical section: waiting for a delivery under way is the point
-		w.hmu.Unlock()
-	}
-	if !first {
+// fileWatcher files (or unfiles) w under a name it follows, for status
+// changes.
+func (c *Client) fileWatcher(w *watcher, n string, on bool) {
+	k := db.Key{Type: w.typ, Name: n}
+	if on {
+		if c.watchers[k] == nil {
+			c.watchers[k] = map[*watcher]struct{}{}
+		}
+		c.watchers[k][w] = struct{}{}
 		return
 	}
+	delete(c.watchers[k], w)
+	if len(c.watchers[k]) == 0 {
+		delete(c.watchers, k)
+	}
+}
+
+// wake wakes the watchers of resources whose status changed.
+func (c *Client) wake(keys []db.Key) {
+	for _, k := range keys {
+		for w := range c.watchers[k] {
+			w.wake()
+		}
+	}
+}
+
+// cancel ends the watch: no handler call starts once it is marked
+// cancelled, and its subscriptions end on the handler goroutine, after the
+// call under way if any.
+func (w *watcher) cancel() <-chan struct{} {
+	w.once.Do(func() {
+		w.cancelled.Store(true)
+		done := make(chan struct{})
+		if w.c.handlers.Schedule(func() { w.stop(); close(done) }) {
+			w.done = done
+		} else {
+			w.done = w.c.handlers.Done() // closed: nothing is called once it has ended
+		}
+	})
+	return w.done
+}
+
+// stop ends the watcher's subscriptions.
+func (w *watcher) stop() {
 	if w.usingAlt {
-		// No delivery runs now (or it is the caller's).
 		w.usingAlt = false
 		w.needFresh(-1)
 	}
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
 	for n := range w.subscribed {
-		w.unfollowLocked(n)
+		w.unfollow(n)
 	}
+	delete(w.c.alts, w)
 }
 
 func (w *watcher) emit(e Event) {
-	// (Closed: a handler of this delivery may have closed the client, and
-	// no handler is called once it returns.)
-	if w.cancelled.Load() || w.c.stopped() {
+	if w.cancelled.Load() {
 		return
 	}
 	e.Type = w.typ
 	if e.Name == "" {
 		e.Name = w.name
 	}
-	w.h(e)
+	w.c.call(func() { w.h(e) })
+}
+
+// call calls a handler, unless the client is closing. inHandler tells
+// Close that a call is under way (perhaps its caller's), so that it does
+// not wait for the handler goroutine; set before closing is read, it also
+// keeps a call from starting once Close has looked.
+func (c *Client) call(f func()) {
+	c.inHandler.Store(true)
+	defer c.inHandler.Store(false)
+	if c.closing.Load() {
+		return
+	}
+	f()
 }
 
 // pick chooses the variant for this watcher among a resource's variants:
@@ -309,78 +344,19 @@ func (w *watcher) read(n string) *resource.Variant {
 	var v *resource.Variant
 	w.c.db.Read(func(r *db.Reader) {
 		v = w.pick(r.Variants(w.typ, n))
-		if v != nil || w.kind != kindVHDS {
+		if v != nil || w.kind != db.VHDS {
 			return
 		}
 		// On-demand VHDS: the server answered the requested name with the
 		// virtual host it resolved to; or another request cached one whose
 		// domains match.
-		if st := w.c.statusOf([2]string{w.typ, n}); st.alias != "" {
+		if st := w.c.view(w.typ, n); st.alias != "" {
 			v = w.pick(r.Variants(w.typ, st.alias))
 			return
 		}
 		v = r.ResolveVirtualHost(n, w.params)
 	})
 	return v
-}
-
-func (w *watcher) deliver() {
-	if w.cancelled.Load() {
-		return
-	}
-	if w.kind == kindGlob || w.kind == kindWildcard {
-		w.deliverMembers()
-		return
-	}
-	target := w.name
-	var via []string
-	if w.alt != "" {
-		target, via = w.chooseAlt()
-	}
-	chain := map[string]bool{}
-	v, cur, via, ferr := w.resolve(target, w.read(target), via, chain)
-	w.letGo(chain)
-	if ferr != nil {
-		if ferr.Error() != w.lastErr {
-			w.lastErr = ferr.Error()
-			w.emit(Event{Kind: Errored, Err: ferr, Variant: w.last, Via: via})
-		}
-		return
-	}
-	if v != nil && w.entry != "" {
-		var err error
-		if v, err = inlineEntry(v, w.entry); err != nil {
-			// Once: the collection's other entries may change meanwhile.
-			if err.Error() != w.lastErr {
-				w.lastErr = err.Error()
-				w.emit(Event{Kind: Errored, Err: err, Variant: w.last, Via: via})
-			}
-			return
-		}
-	}
-	st := w.c.statusOf([2]string{w.typ, cur})
-	switch {
-	case v != nil:
-		if !sameVariant(v, w.last) {
-			w.last, w.toldAbsent = v, false
-			w.emit(Event{Kind: Updated, Variant: v, Via: via})
-		}
-	case st.absent:
-		if w.last != nil {
-			w.last = nil
-			w.toldAbsent = true
-			w.emit(Event{Kind: Removed, Via: via})
-		} else if !w.toldAbsent {
-			w.toldAbsent = true
-			w.emit(Event{Kind: DoesNotExist, Via: via})
-		}
-	}
-	if st.err != w.lastErr {
-		w.lastErr = st.err
-		if st.err != "" {
-			w.emit(Event{Kind: Errored, Err: errors.New(st.err), Variant: w.last, Via: via})
-		}
-	}
 }
 
 // resolve follows redirects (TP1) from start, whose variant is v: a
@@ -412,11 +388,9 @@ func (w *watcher) resolve(start string, v *resource.Variant, via []string, chain
 
 // letGo unsubscribes the redirect targets no longer on any path.
 func (w *watcher) letGo(keep map[string]bool) {
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
 	for n := range w.subscribed {
 		if !keep[n] && n != w.name && n != w.alt {
-			w.unfollowLocked(n)
+			w.unfollow(n)
 		}
 	}
 }
@@ -436,7 +410,7 @@ func (w *watcher) redirectTarget(v *resource.Variant) (string, error) {
 	if want := resource.ForURL(w.typ).Name; u.Type != want {
 		return "", fmt.Errorf("its target %s is a %s, not a %s", next, u.Type, want)
 	}
-	if _, err := w.c.route(next); err != nil {
+	if err := w.c.routeNow(next); err != nil {
 		return "", fmt.Errorf("its target %s: %v", next, err)
 	}
 	return next, nil
@@ -456,13 +430,24 @@ func sameVariant(a, b *resource.Variant) bool {
 // and dropped once the primary is back and has answered for the name on
 // its new stream — what the cache held of it from before may be stale.
 func (w *watcher) chooseAlt() (string, []string) {
-	up, down := w.c.authorityUp(w.name)
+	var up, answered bool
+	var down time.Duration
+	w.c.state.Do(func() {
+		ch, err := w.c.route(w.name)
+		if err != nil {
+			return
+		}
+		if up = ch.up(); !up {
+			down = time.Since(ch.downSince)
+		}
+		answered = ch.hasAnswered(w.typ, w.name)
+	})
 	switch {
 	case !w.usingAlt && !up && down >= w.c.o.AltTimeout:
 		w.usingAlt = true
 		w.needFresh(1)
 		w.follow(w.alt)
-	case w.usingAlt && up && w.primaryAnswered():
+	case w.usingAlt && up && answered:
 		w.usingAlt = false
 		w.needFresh(-1)
 		w.unfollow(w.alt)
@@ -476,106 +461,45 @@ func (w *watcher) chooseAlt() (string, []string) {
 // needFresh tells the primary's channel that this watcher needs (1) or no
 // longer needs (-1) the primary's fresh word on its name.
 func (w *watcher) needFresh(add int) {
-	if ch, err := w.c.route(w.name); err == nil {
-		ch.needFresh(w.typ, w.name, add)
-	}
-}
-
-func (w *watcher) primaryAnswered() bool {
-	ch, err := w.c.route(w.name)
-	return err == nil && ch.hasAnswered(w.typ, w.name)
-}
-
-// deliverMembers tells a glob or wildcard watcher of members as they come
-// and go; an empty glob is told DoesNotExist.
-func (w *watcher) deliverMembers() {
-	cur := map[string]*resource.Variant{}
-	var order []string
-	w.c.db.Read(func(r *db.Reader) {
-		var names []string
-		if w.kind == kindGlob {
-			names = r.GlobNames(w.typ, w.name)
-		} else {
-			names = r.Names(w.typ)
-		}
-		for _, n := range names {
-			if v := w.pick(r.Variants(w.typ, n)); v != nil {
-				cur[n] = v
-				order = append(order, n)
-			}
+	w.c.state.Schedule(func() {
+		if ch, err := w.c.route(w.name); err == nil {
+			ch.needFresh(w.typ, w.name, add)
 		}
 	})
-	if w.members == nil {
-		w.members = map[string]*resource.Variant{}
-		w.memberErrs = map[string]string{}
+}
+
+// recheckAlt looks at an #alt= watcher again once its primary may have been
+// down for AltTimeout.
+func (c *Client) recheckAlt(w *watcher) {
+	if c.closing.Load() {
+		return
 	}
-	// TP1: members of a glob may be redirected individually.
-	chain := map[string]bool{}
-	via := map[string][]string{}
-	for _, n := range order {
-		if !cur[n].IsRedirect() {
-			continue
-		}
-		v, target, vs, err := w.resolve(n, cur[n], nil, chain)
-		switch {
-		case v != nil:
-			cur[n], via[n] = v, vs
-		case err == nil && !w.c.statusOf([2]string{w.typ, target}).absent && w.members[n] != nil:
-			// The target is not here yet: hold on to what the member was.
-			cur[n] = w.members[n]
-		default:
-			delete(cur, n)
-		}
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		}
-		if msg != w.memberErrs[n] {
-			if msg == "" {
-				delete(w.memberErrs, n)
-			} else {
-				w.memberErrs[n] = msg
-				w.emit(Event{Kind: Errored, Name: n, Err: err, Variant: w.members[n], Via: vs})
-			}
+	var tm *time.Timer
+	tm = time.AfterFunc(c.o.AltTimeout+10*time.Millisecond, func() {
+		c.handlers.Schedule(func() {
+			delete(c.altTimers, tm)
+			w.wake()
+		})
+	})
+	c.altTimers[tm] = struct{}{}
+}
+
+// altsReconsider has the #alt= watchers look again as a stream comes up or
+// goes down.
+func (c *Client) altsReconsider(up bool) {
+	for w := range c.alts {
+		w.wake()
+		if !up {
+			c.recheckAlt(w)
 		}
 	}
-	w.letGo(chain)
-	for n := range w.memberErrs {
-		if _, ok := cur[n]; !ok && !chain[n] {
-			delete(w.memberErrs, n)
-		}
+}
+
+func (c *Client) stopAltTimers() {
+	for tm := range c.altTimers {
+		tm.Stop()
 	}
-	for _, n := range order {
-		if v := cur[n]; v != nil && v != w.members[n] {
-			w.members[n] = v
-			w.emit(Event{Kind: Updated, Name: n, Variant: v, Via: via[n]})
-		}
-	}
-	var gone []string
-	for n := range w.members {
-		if cur[n] == nil {
-			gone = append(gone, n)
-		}
-	}
-	sort.Strings(gone)
-	for _, n := range gone {
-		delete(w.members, n)
-		w.emit(Event{Kind: Removed, Name: n})
-	}
-	st := w.c.statusOf([2]string{w.typ, w.name})
-	if len(cur) == 0 && st.absent && !w.toldAbsent {
-		w.toldAbsent = true
-		w.emit(Event{Kind: DoesNotExist})
-	}
-	if len(cur) > 0 {
-		w.toldAbsent = false
-	}
-	if st.err != w.lastErr {
-		w.lastErr = st.err
-		if st.err != "" {
-			w.emit(Event{Kind: Errored, Err: errors.New(st.err)})
-		}
-	}
+	clear(c.altTimers)
 }
 
 // inlineEntry resolves #entry= against a list collection: the inline entry
@@ -605,180 +529,4 @@ func inlineEntry(coll *resource.Variant, entry string) (*resource.Variant, error
 		return resource.NewVariant(elem, coll.Name+"#entry="+entry, coll.Constraints, version, a.GetTypeUrl(), a.GetValue()), nil
 	}
 	return nil, fmt.Errorf("%s has no inline entry %q", coll.Name, entry)
-}
-
-// CollectionMember is one member of a list collection: an inline entry, or
-// a resource a locator entry points at.
-type CollectionMember struct {
-	Name    string // the entry's name (inline) or the locator's URN
-	Variant *resource.Variant
-	Inline  bool
-}
-
-// WatchCollection watches a TP1 list collection and calls h with its whole
-// membership whenever it or any member changes: inline entries are taken as
-// they are, locator entries are watched. Members not (yet) fetched are
-// left out; errors go to onErr when it is set. cancel, or the end of ctx,
-// stops it, as for Watch.
-func (c *Client) WatchCollection(ctx context.Context, typeURL, collection string, h func([]CollectionMember), onErr func(error)) (cancel func(), err error) {
-	coll := resource.ForURL(typeURL)
-	if coll.Element == nil {
-		return nil, fmt.Errorf("%s is not a list collection type", coll.Name)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	lc := &listCollection{c: c, elem: coll.Element, h: h, onErr: onErr, members: map[string]func(){}, values: map[string]*resource.Variant{}}
-	cancelColl, err := c.Watch(context.Background(), typeURL, collection, lc.onCollection)
-	if err != nil {
-		return nil, err
-	}
-	cancelAll := func() {
-		cancelColl()
-		// A delivery may be adding members as we go: cancelled stops it
-		// from adding more, and the ones it added are cancelled here.
-		lc.mu.Lock()
-		lc.cancelled = true
-		members := lc.members
-		lc.members = nil
-		lc.mu.Unlock()
-		for _, cf := range members {
-			cf()
-		}
-	}
-	stop := context.AfterFunc(ctx, cancelAll)
-	return func() {
-		stop()
-		cancelAll()
-	}, nil
-}
-
-type listCollection struct {
-	c     *Client
-	elem  *resource.Type
-	h     func([]CollectionMember)
-	onErr func(error)
-	// Handlers run on the delivery goroutine; mu guards members and
-	// cancelled against a cancel from elsewhere.
-	mu        sync.Mutex
-	cancelled bool
-	members   map[string]func() // locator URL (with its directives) → cancel
-	// Used only by handlers (on the delivery goroutine).
-	coll   *resource.Variant
-	values map[string]*resource.Variant
-}
-
-// onCollection follows the collection's locator entries. It calls no
-// callback with lc.mu held: onErr or h may cancel the collection.
-func (lc *listCollection) onCollection(e Event) {
-	switch e.Kind {
-	case Errored:
-		lc.reportErr(e.Err)
-		return
-	case Removed, DoesNotExist:
-		lc.coll = nil
-	case Updated:
-		lc.coll = e.Variant
-	}
-	var errs []error
-	want := map[string]bool{}
-	if lc.coll != nil {
-		entries, err := resource.CollectionEntries(lc.coll.Body())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", lc.coll.Name, err))
-		}
-		for _, en := range entries {
-			if l := en.GetLocator(); l != nil {
-				if n, err := name.FromLocator(l); err == nil {
-					// With its directives: an #alt= is the member's.
-					want[n.String()] = true
-				}
-			}
-		}
-	}
-	// Watch and a member's cancel call no callback (this is the delivery
-	// goroutine: a cancel does not wait), so they may run under lc.mu,
-	// which keeps a cancel from elsewhere from missing a member added.
-	lc.mu.Lock()
-	if lc.cancelled {
-		lc.mu.Unlock()
-		return
-	}
-	for n, cf := range lc.members {
-		if !want[n] {
-			cf()
-			delete(lc.members, n)
-			delete(lc.values, n)
-		}
-	}
-	for n := range want {
-		if _, ok := lc.members[n]; ok {
-			continue
-		}
-		cf, err := lc.c.Watch(context.Background(), lc.elem.URL, n, func(e Event) {
-			switch e.Kind {
-			case Updated:
-				lc.values[n] = e.Variant
-			case Removed, DoesNotExist:
-				delete(lc.values, n)
-			case Errored:
-				lc.reportErr(e.Err)
-			}
-			lc.report()
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("member %s: %w", n, err))
-			continue
-		}
-		lc.members[n] = cf
-	}
-	lc.mu.Unlock()
-	for _, err := range errs {
-		lc.reportErr(err)
-	}
-	lc.report()
-}
-
-// reportErr passes an error to onErr, if set, unless the collection has
-// been cancelled (an earlier onErr may have cancelled it).
-func (lc *listCollection) reportErr(err error) {
-	if lc.onErr == nil || lc.isCancelled() {
-		return
-	}
-	lc.onErr(err)
-}
-
-func (lc *listCollection) isCancelled() bool {
-	if lc.c.stopped() {
-		return true // a callback closed the client
-	}
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	return lc.cancelled
-}
-
-func (lc *listCollection) report() {
-	if lc.isCancelled() {
-		return
-	}
-	var out []CollectionMember
-	if lc.coll != nil {
-		entries, _ := resource.CollectionEntries(lc.coll.Body())
-		for _, en := range entries {
-			if ie := en.GetInlineEntry(); ie != nil {
-				a := ie.GetResource()
-				v := resource.NewVariant(lc.elem, ie.GetName(), constraint.Constraints{}, ie.GetVersion(), a.GetTypeUrl(), a.GetValue())
-				out = append(out, CollectionMember{Name: ie.GetName(), Variant: v, Inline: true})
-				continue
-			}
-			if l := en.GetLocator(); l != nil {
-				if n, err := name.FromLocator(l); err == nil {
-					if v := lc.values[n.String()]; v != nil {
-						out = append(out, CollectionMember{Name: n.URN().String(), Variant: v})
-					}
-				}
-			}
-		}
-	}
-	lc.h(out)
 }

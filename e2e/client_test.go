@@ -65,6 +65,22 @@ func show(ev client.Event) string {
 	return s
 }
 
+// barrier watches a resource applied now: once it arrives, the server has
+// handled every request the client sent before, and the client has
+// delivered every response sent before it (both go in order).
+func barrier(t *testing.T, x *proc, c *client.Client) {
+	t.Helper()
+	n := fmt.Sprintf("barrier-%d", time.Now().UnixNano())
+	x.apply(t, fmt.Sprintf("\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: %s\n", n))
+	ev := newEvents(t)
+	cancel, err := c.Watch(t.Context(), resource.SecretURL, n, ev.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.await(client.Updated, n, "")
+	<-cancel()
+}
+
 func clusterDoc(n, tag string) string {
 	return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: %q\nalt_stat_name: %q\n", n, tag)
 }
@@ -109,6 +125,9 @@ func TestClientServerRestart(t *testing.T) {
 	if got := c.Stats().Resources - received; got != 1 {
 		t.Errorf("after the restart %d resources were downloaded again; want 1 (only b changed)", got)
 	}
+	// Whatever the server sent before is delivered before a barrier's
+	// answer: then nothing more can come for a.
+	barrier(t, x2, c)
 	select {
 	case ev := <-ea.ch:
 		t.Errorf("watcher of the unchanged resource was told %s", show(ev))

@@ -1,9 +1,16 @@
 // Package relay is the xdsd relay role, a caching xDS proxy (TP1 "xDS
 // relay proxy", TP2 "caching proxies"): downstream streams are served by
-// protocol from the db that client fills from upstream streams (docs/architecture.md
-// §2). One upstream subscription per distinct (type, name, dynamic
-// parameters), however many downstream streams ask; variants are cached
-// with their constraints and sent downstream with them; the cache keeps
-// serving while the upstream is unreachable. It is wiring only; it must
-// not import server.
+// the protocol engine from the db that the client fills from upstream
+// streams (docs/architecture.md §2). One upstream subscription per
+// distinct (type, name, dynamic parameters), however many downstream
+// streams ask; variants are cached with their constraints and sent
+// downstream with them; the cache keeps serving while the upstream is
+// unreachable.
+//
+// What makes the cache a relay's is one value, the relay's cache policy
+// (Relay.policy): subscribe upstream by TP2 locator so that downstream
+// parameters select variants, route every authority upstream, say "does
+// not exist" only when the upstream does, honor do_not_cache, and bound
+// how long a SotW full state waits for the upstream. The relay hands it to
+// both the client and the protocol engine. It must not import server.
 package relay

@@ -4,11 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/resource"
@@ -22,11 +24,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
 	Registerer prometheus.Registerer
+
+	pendingWait time.Duration // Policy.PendingWait; tests shorten it
 }
 
 // Relay serves downstream xDS streams from a cache of its upstreams.
 type Relay struct {
 	client *client.Client
+	cache  *db.DB // the client's, served by proto
 	proto  *protocol.Server
 	hits   *prometheus.CounterVec
 	misses *prometheus.CounterVec
@@ -44,41 +49,51 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_relay_cache_misses_total",
 			Help: "Downstream subscriptions that had to wait for the upstream, by resource type."}, []string{"type"}),
 	}
+	p := r.policy(o)
 	co := o.Client
 	co.Logger = o.Logger
-	// Downstream clients' parameters (or node metadata) select variants
-	// upstream, never the relay's own node; and every authority goes to the
-	// relay's upstreams unless the bootstrap maps it elsewhere.
-	co.Locators = true
-	co.AnyAuthority = true
-	if co.DoesNotExistTimeout == 0 {
-		// A relay says "does not exist" only when its upstream does: a
-		// resource merely slow to come (an upstream relay cut off from its
-		// origin) must not be removed from every client below. Leaf
-		// clients keep their own timers.
-		co.DoesNotExistTimeout = -1
-	}
-	co.Subscribed = func(i db.Sub, cached bool) {
-		t := protocol.TypeLabel(resource.ForURL(i.Type))
-		if cached {
-			r.hits.WithLabelValues(t).Inc()
-		} else {
-			r.misses.WithLabelValues(t).Inc()
-		}
-	}
-	c, err := client.New(b, co)
+	newCache := cachepolicy.NewCache.(func(*client.Bootstrap, client.Options, cachepolicy.Policy) (*client.Client, *db.DB, error))
+	c, cache, err := newCache(b, co, p)
 	if err != nil {
 		return nil, err
 	}
-	r.client = c
+	r.client, r.cache = c, cache
 	po := o.Protocol
 	po.Logger, po.Registerer = o.Logger, o.Registerer
-	po.HonorDoNotCache = true
-	r.proto = protocol.NewServer(c.DB(), po)
+	r.proto = protocol.NewCacheServer(cache, po, p)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(r.hits, r.misses, &upstreamCollector{c: c})
 	}
 	return r, nil
+}
+
+// policy is what makes this cache a relay: the rules it hands both the
+// client that fills the cache and the protocol engine that serves it.
+func (r *Relay) policy(o Options) cachepolicy.Policy {
+	return cachepolicy.Policy{
+		// Downstream clients' parameters (or node metadata) select
+		// variants upstream, never the relay's own node.
+		Locators: true,
+		// Every authority goes to the relay's upstreams unless the
+		// bootstrap maps it elsewhere.
+		AnyAuthority: true,
+		// The relay says "does not exist" only when its upstream does
+		// (unless told to time out, in o.Client).
+		NeverTimeOut: o.Client.DoesNotExistTimeout == 0,
+		Subscribed: func(s db.Sub, cached bool) {
+			t := protocol.TypeLabel(resource.ForURL(s.Type))
+			if cached {
+				r.hits.WithLabelValues(t).Inc()
+			} else {
+				r.misses.WithLabelValues(t).Inc()
+			}
+		},
+		// A proxy may not serve a do_not_cache copy to a new subscriber;
+		// a SotW full state waits a while for names upstream has not
+		// answered.
+		HonorDoNotCache: true,
+		PendingWait:     o.pendingWait,
+	}
 }
 
 // Register registers every xDS service on g.
@@ -102,7 +117,7 @@ func (r *Relay) Resources(context.Context) (int64, []*resource.Variant, error) {
 		rev int64
 		out []*resource.Variant
 	)
-	r.client.DB().Read(func(rd *db.Reader) {
+	r.cache.Read(func(rd *db.Reader) {
 		rev = rd.Rev()
 		rd.Everything(func(v *resource.Variant) { out = append(out, v) })
 	})

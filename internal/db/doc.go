@@ -3,6 +3,11 @@
 // by (type, name), each with its TP2 variants, and the subscribers of each,
 // each subscription carrying dynamic parameters.
 //
+// A subscription is a Sub (sub.go): type, canonical name, parameters, kind
+// and whether it came by TP2 locator, made once by NewSub and used as it
+// is by the db, the protocol engine and the client; its Key is the one map
+// key for subscriptions everywhere.
+//
 // A server feeds it from the store, a client and a relay from upstream
 // streams; subscriptions come from downstream streams (protocol) or local
 // watchers (client). So nothing here assumes a role: contents arrive by

@@ -5,6 +5,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/store/storetest"
 	"github.com/xdsd/xdsd/resource"
@@ -18,7 +19,7 @@ import (
 // that copy: the two are not in step, and must not share the computation.
 func TestMemoRespectsDoNotCache(t *testing.T) {
 	for _, delta := range []bool{false, true} {
-		srv := NewServer(db.NewCache(db.Hooks{}), Options{HonorDoNotCache: true})
+		srv := NewCacheServer(db.NewCache(db.Hooks{}), Options{}, cachepolicy.Policy{HonorDoNotCache: true})
 		subscribe := func(id uint64) *stream {
 			st := &stream{srv: srv, delta: delta, id: id, wake: make(chan struct{}, 1), types: map[string]*typeState{}}
 			st.sub = db.NewSubscriber(st.signal)

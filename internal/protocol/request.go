@@ -409,7 +409,7 @@ func (s *stream) apply(c *subChange) {
 		}
 	}
 	var since int64
-	if s.srv.opts.HonorDoNotCache && len(added) > 0 {
+	if s.srv.policy.HonorDoNotCache && len(added) > 0 {
 		since = s.srv.db.Rev()
 	}
 	s.mu.Unlock()
@@ -420,7 +420,7 @@ func (s *stream) apply(c *subChange) {
 	if c.declare != nil {
 		s.declare(ts, c.declare)
 	}
-	if s.srv.opts.HonorDoNotCache {
+	if s.srv.policy.HonorDoNotCache {
 		if ts.dncSince == nil && len(added) > 0 {
 			ts.dncSince = map[db.Key]int64{}
 		}

@@ -140,7 +140,7 @@ func (s *stream) nextTimer() (time.Time, bool) {
 			earlier(ts.hbAt.Add(ts.hbEvery))
 		}
 		if ts.recheck && !ts.pendingSince.IsZero() {
-			earlier(ts.pendingSince.Add(s.srv.opts.PendingWait))
+			earlier(ts.pendingSince.Add(s.srv.policy.PendingWait))
 		}
 	}
 	return next, !next.IsZero()
@@ -153,7 +153,7 @@ func (s *stream) timerDue(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ts := range s.types {
-		if ts.recheck && !ts.pendingSince.IsZero() && !now.Before(ts.pendingSince.Add(s.srv.opts.PendingWait)) {
+		if ts.recheck && !ts.pendingSince.IsZero() && !now.Before(ts.pendingSince.Add(s.srv.policy.PendingWait)) {
 			ts.recheck = false
 			ts.markRequested()
 		}
@@ -245,7 +245,7 @@ func protoNonce(delta bool) protowire.Number {
 // drop, and a second response drops them.
 // pendingBlocks says whether a SotW full state must wait for the source:
 // while a wildcard's first answer is pending, or a name the client holds
-// is (leaving it out would delete it there) — or, for Options.PendingWait,
+// is (leaving it out would delete it there) — or, for Policy.PendingWait,
 // a name it does not hold yet: left out, such a name is only not there yet.
 func (s *stream) pendingBlocks(ts *typeState, w *want) bool {
 	if w.pendingWildcard {
@@ -260,7 +260,7 @@ func (s *stream) pendingBlocks(ts *typeState, w *want) bool {
 	if ts.pendingSince.IsZero() {
 		ts.pendingSince = now
 	}
-	if now.Sub(ts.pendingSince) >= s.srv.opts.PendingWait {
+	if now.Sub(ts.pendingSince) >= s.srv.policy.PendingWait {
 		return false
 	}
 	ts.recheck = true
@@ -280,7 +280,7 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 			only[n] = struct{}{}
 		}
 	}
-	w := ts.desire(r, only, true, s.wrap, s.ttl, s.srv.opts.HonorDoNotCache)
+	w := ts.desire(r, only, true, s.wrap, s.ttl, s.srv.policy.HonorDoNotCache)
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
@@ -387,7 +387,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !full {
 		only = ts.dirty
 	}
-	w := ts.desire(r, only, false, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.opts.HonorDoNotCache)
+	w := ts.desire(r, only, false, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.policy.HonorDoNotCache)
 	resp := &response{typeURL: ts.typ.URL, version: version}
 	rem := &response{typeURL: ts.typ.URL, version: version}
 

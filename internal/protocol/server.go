@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -37,17 +38,6 @@ type Options struct {
 	RequestBurst int
 	// CacheBytes bounds the shared response encodings. Default 64 MiB.
 	CacheBytes int
-	// HonorDoNotCache is for caching proxies: a variant marked
-	// cache_control.do_not_cache is not sent to a subscription older than
-	// the variant; it waits for the fresh copy its subscription causes
-	// upstream (xDS: proxies may not cache such resources).
-	HonorDoNotCache bool
-	// PendingWait bounds how long a SotW full state (LDS, CDS) waits, in a
-	// cache, for names its source has not answered yet and the client
-	// never had; then it goes without them (a SotW upstream cannot say a
-	// resource does not exist, and the rest must not wait forever).
-	// Default 5s.
-	PendingWait time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
@@ -58,6 +48,7 @@ type Options struct {
 type Server struct {
 	db      *db.DB
 	opts    Options
+	policy  cachepolicy.Policy // a cache's rules (a relay's); zero for a server
 	log     *slog.Logger
 	cache   *bodyCache
 	memo    memo
@@ -71,12 +62,17 @@ type Server struct {
 }
 
 // NewServer returns a server of d's contents.
-func NewServer(d *db.DB, o Options) *Server {
+func NewServer(d *db.DB, o Options) *Server { return NewCacheServer(d, o, cachepolicy.Policy{}) }
+
+// NewCacheServer returns a server of a cache, d, under the cache's policy
+// (its downstream rules: do_not_cache, how long a SotW full state waits
+// for the upstream).
+func NewCacheServer(d *db.DB, o Options, p cachepolicy.Policy) *Server {
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 100000
 	}
-	if o.PendingWait <= 0 {
-		o.PendingWait = 5 * time.Second
+	if p.PendingWait <= 0 {
+		p.PendingWait = 5 * time.Second
 	}
 	if o.RequestRate <= 0 {
 		o.RequestRate = 100
@@ -90,7 +86,7 @@ func NewServer(d *db.DB, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Server{db: d, opts: o, log: o.Logger, cache: newBodyCache(o.CacheBytes),
+	return &Server{db: d, opts: o, policy: p, log: o.Logger, cache: newBodyCache(o.CacheBytes),
 		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}}
 }
 

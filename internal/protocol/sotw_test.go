@@ -12,6 +12,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
@@ -244,7 +245,7 @@ func TestSotW_1_10_WrappedOnlyForCapableClients(t *testing.T) {
 // never answer for them); they follow when they are known.
 func TestSotW_1_7_FullStateInACache(t *testing.T) {
 	d := db.NewCache(db.Hooks{})
-	ps := protocol.NewServer(d, protocol.Options{PendingWait: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ps := protocol.NewCacheServer(d, protocol.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, cachepolicy.Policy{PendingWait: 300 * time.Millisecond})
 	_, conn := protocoltest.Serve(t, ps.Register)
 	d.Update(db.Update{Rev: 1, Puts: []*resource.Variant{cluster("c").WithVersion("1")},
 		Known: []db.Key{{Type: resource.ClusterURL, Name: "c", ParamsKey: db.AnyParams}}})

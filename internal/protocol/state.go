@@ -51,7 +51,7 @@ type typeState struct {
 	typ  *resource.Type
 	ws   *watchSet // the subscriptions, shared with streams subscribed alike
 	held *heldSet
-	// dncSince is, for a caching proxy (Options.HonorDoNotCache), the db
+	// dncSince is, for a caching proxy (cachepolicy.Policy.HonorDoNotCache), the db
 	// revision each watch began at: a do_not_cache copy older than the
 	// watch is not sent to it.
 	dncSince map[db.Key]int64
@@ -94,7 +94,7 @@ type typeState struct {
 	beat    bool
 
 	// SotW full state: since when it has waited for names the source has
-	// not answered, and whether the timer must look again (PendingWait).
+	// not answered, and whether the timer must look again (Policy.PendingWait).
 	pendingSince time.Time
 	recheck      bool
 }

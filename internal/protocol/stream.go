@@ -57,7 +57,7 @@ type stream struct {
 	nodeParams constraint.Params
 	wrap       bool        // SotW client takes wrapped resources
 	ttl        bool        // delta client supports TTLs and heartbeats (§2.7)
-	rechecks   atomic.Bool // a SotW full state has waited for its source (PendingWait)
+	rechecks   atomic.Bool // a SotW full state has waited for its source (Policy.PendingWait)
 	outs       []out       // collect's result, reused (guarded by mu)
 	types      map[string]*typeState
 	nonces     uint64
@@ -119,7 +119,7 @@ func (s *stream) run(ctx context.Context) error {
 		return err
 	}
 	// hb fires when TTL heartbeats are due (docs/protocol.md §2.7), or when a
-	// SotW full state has waited for the source long enough (PendingWait).
+	// SotW full state has waited for the source long enough (Policy.PendingWait).
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	defer hb.Stop()

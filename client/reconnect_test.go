@@ -15,6 +15,62 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
+// freeAddr reserves a loopback address nothing listens on (yet).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := l.Addr().String()
+	l.Close()
+	return a
+}
+
+// The server restarted mid-watch: watchers keep their last values, and the
+// client resyncs over delta without downloading again what did not change
+// (initial_resource_versions, docs/protocol.md §2.9).
+func TestServerRestartResync(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(cluster("a", "1") + "---\n" + cluster("b", "1") + "---\n" + cluster("c", "1"))
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
+	rs := map[string]*recorder{}
+	for _, n := range []string{"a", "b", "c"} {
+		rs[n] = newRecorder(t)
+		c.Watch(t.Context(), resource.ClusterURL, n, rs[n].handle)
+		rs[n].expect(client.Updated, n, `"1"`)
+	}
+	before := c.Stats()
+	o.Stop()
+	o.Apply(cluster("b", "2"))
+	o.Start()
+	rs["b"].expect(client.Updated, "b", `"2"`)
+	settled := barrier(t, c, o)
+	after := c.Stats()
+	// b and the barrier's secret; a and c were not sent again.
+	if got := after.Resources - before.Resources; got != 2 {
+		t.Errorf("resync downloaded %d resources, want 2 (b and the barrier)", got)
+	}
+	rs["a"].none(settled)
+	rs["c"].none(settled)
+}
+
+// The first server cannot be reached: the client falls back to the next
+// entry of xds_servers, and returns to the first when it is back.
+func TestServerFallbackAndReturn(t *testing.T) {
+	backup := servertest.Start(t)
+	backup.Apply(cluster("a", "backup"))
+	primaryAddr := freeAddr(t)
+	c := newClient(t, bs{servers: []string{primaryAddr, backup.Addr}}.build(t), client.Options{})
+	r := newRecorder(t)
+	c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
+	r.expect(client.Updated, "a", "backup")
+	primary := servertest.New(t, primaryAddr)
+	primary.Apply(cluster("a", "primary"))
+	primary.Start()
+	r.expect(client.Updated, "a", "primary")
+}
+
 // failingServer is a gRPC server that accepts every stream and fails it at
 // once (as a server that is not an xDS server, or one refusing the
 // client's subscriptions, does). It counts the streams and signals each.
@@ -104,5 +160,5 @@ func TestFallbackPastFailingServer(t *testing.T) {
 	if el := time.Since(start); el < minimum {
 		t.Errorf("4 streams to the failing primary in %v; backoff allows them no sooner than %v", el, minimum)
 	}
-	r.none()
+	r.none(barrier(t, c, backup))
 }

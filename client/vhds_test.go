@@ -13,6 +13,34 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
+// On-demand VHDS: "<rc>/<host>" resolves to the virtual host by name or
+// alias; not found is DoesNotExist.
+func TestVirtualHost(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
+name: rc/web
+domains: ["www.example.com", "*.example.org"]
+`)
+	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
+	got := make(chan client.TypedEvent[*routev3.VirtualHost], 10)
+	c.VirtualHost(t.Context(), "rc", "a.example.org", func(e client.TypedEvent[*routev3.VirtualHost]) { got <- e })
+	if e := <-got; e.Kind != client.Updated || e.Resource.GetName() != "rc/web" {
+		t.Fatalf("vhost %v %v", e.Kind, e.Resource)
+	}
+	c.VirtualHost(t.Context(), "rc", "nowhere.net", func(e client.TypedEvent[*routev3.VirtualHost]) { got <- e })
+	if e := <-got; e.Kind != client.DoesNotExist {
+		t.Fatalf("not found: %v", e.Kind)
+	}
+	// A host found later is delivered.
+	o.Apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
+name: rc/net
+domains: ["*.net"]
+`)
+	if e := <-got; e.Kind != client.Updated || e.Resource.GetName() != "rc/net" {
+		t.Fatalf("found later: %v %v", e.Kind, e.Resource)
+	}
+}
+
 // docs/protocol.md §5.4: a server removes a virtual host by its VirtualHost
 // name. An on-demand VHDS watcher, which asked for "<rc>/<host>" and was
 // answered with that virtual host under an alias, is told it is removed;

@@ -2,24 +2,17 @@ package client_test
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/servertest"
-	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
-
-var transports = []struct {
-	name string
-	sotw bool
-}{{"delta", false}, {"sotw", true}}
 
 // Watch delivers a resource and its changes; a second watcher of the same
 // resource gets the cached value at once without a new upstream response
@@ -52,18 +45,19 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 			o.Apply(cluster("a", "two"))
 			r1.expect(client.Updated, "a", `"two"`)
 			r2.expect(client.Updated, "a", `"two"`)
-			cancel1()
+			<-cancel1()
 			barrier(t, c, o)
 			if n := o.Subscriptions("a"); n != 1 {
 				t.Errorf("one watcher left, but %d upstream subscriptions", n)
 			}
-			cancel2()
+			<-cancel2()
 			barrier(t, c, o)
 			if n := o.Subscriptions("a"); n != 0 {
 				t.Errorf("after the last cancel, %d upstream subscriptions", n)
 			}
-			r1.none()
-			r2.none()
+			settled := barrier(t, c, o)
+			r1.none(settled)
+			r2.none(settled)
 		})
 	}
 }
@@ -132,41 +126,6 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 	}
 }
 
-// TP2 (docs/protocol.md §4): subscriptions carry the authority's (or the
-// top-level) dynamic parameters as resource locators, and each watcher gets
-// the variant that matches them.
-func TestDynamicParameters(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			o := servertest.Start(t)
-			for _, v := range []struct{ cons, tag string }{{"env=prod", "legacy-prod"}, {"env=test", "legacy-test"}} {
-				o.Apply(fmt.Sprintf("name: r\nconstraints: %s\nresource:\n%s", v.cons, indent(cluster("r", v.tag))))
-			}
-			x := "xdstp://auth/envoy.config.cluster.v3.Cluster/r"
-			for _, v := range []struct{ cons, tag string }{{"zone=a", "zone-a"}, {"zone=b", "zone-b"}} {
-				o.Apply(fmt.Sprintf("name: %s\nconstraints: %s\nresource:\n%s", x, v.cons, indent(cluster(x, v.tag))))
-			}
-			b := bs{servers: []string{o.Addr}, sotw: tr.sotw, params: map[string]string{"env": "test"},
-				authorities: map[string][]string{"auth": nil}, authParams: map[string]map[string]string{"auth": {"zone": "b"}}}.build(t)
-			c := newClient(t, b, client.Options{})
-			r := newRecorder(t)
-			c.Watch(t.Context(), resource.ClusterURL, "r", r.handle)
-			e := r.expect(client.Updated, "r", "legacy-test")
-			if e.Variant.Constraints.String() != "env=test" {
-				t.Errorf("variant constraints %q", e.Variant.Constraints)
-			}
-			rx := newRecorder(t)
-			c.Watch(t.Context(), resource.ClusterURL, x, rx.handle)
-			rx.expect(client.Updated, x, "zone-b")
-			// The variant is deleted (removed_resource_names over delta, left
-			// out over SotW): the watcher is told it is gone.
-			cl, _ := resource.Lookup("cds")
-			o.Commit(store.Batch{Deletes: []store.Delete{{Type: cl.URL, Name: "r", Constraints: constraint.MustParse("env=test").Key()}}})
-			r.expect(client.Removed, "r", "")
-		})
-	}
-}
-
 // Typed helpers decode the resource.
 func TestWatchTyped(t *testing.T) {
 	o := servertest.Start(t)
@@ -192,26 +151,89 @@ func TestWatchTyped(t *testing.T) {
 	}
 }
 
-// TP2 over SotW, where a route configuration response is not full state:
-// a variant set that replaces the unconstrained variant reaches a client
-// as the new variant for its parameters alone, and that replaces what it
-// held — nothing else will say the unconstrained one went.
-func TestSotWVariantReplacesUnconstrained(t *testing.T) {
-	o := servertest.Start(t)
-	route := func(tag string) string {
-		return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: %s\n  domains: [\"*\"]\n", tag)
+// The last watcher of a resource cancelling and a new one watching it at
+// once, before the stream sends anything: the cache let go of its copy, so
+// the server must send it again — over SotW the request would otherwise
+// name what the last one did, and the new watcher be told DoesNotExist
+// (docs/protocol.md §1.6); over delta the subscription is sent again (§2.2).
+func TestWatchAgainRightAfterTheLastCancel(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			o := servertest.Start(t)
+			o.Apply(cluster("a", "x"))
+			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 2 * time.Second})
+			r := newRecorder(t)
+			cancel, err := c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.expect(client.Updated, "a", "")
+			for i := range 20 {
+				<-cancel() // its subscription has ended
+				r = newRecorder(t)
+				if cancel, err = c.Watch(t.Context(), resource.ClusterURL, "a", r.handle); err != nil {
+					t.Fatal(err)
+				}
+				if e := r.next(); e.Kind != client.Updated {
+					t.Fatalf("round %d: %s", i, describe(e))
+				}
+			}
+			cancel()
+		})
 	}
-	o.Apply(route("plain"))
-	c := newClient(t, bs{servers: []string{o.Addr}, sotw: true, params: map[string]string{"env": "test"}}.build(t), client.Options{})
+}
+
+// A resource the server sends after the client unsubscribed from it (the
+// response crossed the unsubscription on the wire) is not cached: a later
+// watcher of the name is not served that copy, which nothing would have
+// kept current, but waits for the server's word.
+func TestAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
+	addr, s := startScriptedDeltaADS(t)
+	c := newClient(t, bs{servers: []string{addr}}.build(t), client.Options{DoesNotExistTimeout: -1})
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, "a", func(client.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.await(t, "subscribing a", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+		return len(r.ResourceNamesSubscribe) == 1 && r.ResourceNamesSubscribe[0] == "a"
+	})
+	cancel()
+	s.await(t, "unsubscribing a", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+		return len(r.ResourceNamesUnsubscribe) == 1 && r.ResourceNamesUnsubscribe[0] == "a"
+	})
+	s.resp <- &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "late", Resources: []*discoveryv3.Resource{
+		{Name: "a", Version: "1", Resource: mustAny(t, &clusterv3.Cluster{Name: "a"})}}}
+	s.await(t, "acknowledging the late answer", func(r *discoveryv3.DeltaDiscoveryRequest) bool { return r.ResponseNonce == "late" })
+
 	r := newRecorder(t)
-	c.Watch(t.Context(), resource.RouteURL, "r", r.handle)
-	r.expect(client.Updated, "r", "plain")
-	o.Apply("name: r\nconstraints: env=test\nresource:\n" + indent(route("for-test")) +
-		"---\nname: r\nconstraints: \"!exists(env)\"\nresource:\n" + indent(route("no-env")))
-	e := r.expect(client.Updated, "r", "for-test")
-	if e.Variant.Constraints.String() != "env=test" {
-		t.Errorf("variant constraints %q", e.Variant.Constraints)
+	cancel, err = c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer cancel()
+	s.await(t, "subscribing a again", func(r *discoveryv3.DeltaDiscoveryRequest) bool {
+		return len(r.ResourceNamesSubscribe) == 1 && r.ResourceNamesSubscribe[0] == "a"
+	})
+	s.resp <- &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ClusterURL, Nonce: "fresh", Resources: []*discoveryv3.Resource{
+		{Name: "a", Version: "2", Resource: mustAny(t, &clusterv3.Cluster{Name: "a"})}}}
+	if e := r.next(); e.Kind != client.Updated || e.Variant == nil || e.Variant.Version != "2" {
+		t.Fatalf("first event %s, want the server's fresh version 2 (not the late copy)", describe(e))
+	}
+}
+
+// The same xdstp name, its parameters in another order or escaped
+// differently, is one subscription.
+func TestSameNameSharesSubscription(t *testing.T) {
+	o := servertest.Start(t)
+	o.Apply(listener("x?a=1&b=%7E", "x"))
+	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
+	r1, r2 := newRecorder(t), newRecorder(t)
+	c.Watch(t.Context(), resource.ListenerURL, lis+"x?b=~&a=1", r1.handle)
+	c.Watch(t.Context(), resource.ListenerURL, lis+"%78?a=%31&b=%7e", r2.handle)
+	r1.expect(client.Updated, "", `"x"`)
+	r2.expect(client.Updated, "", `"x"`)
 	barrier(t, c, o)
-	r.none()
+	if n := o.Subscriptions(lis + "x?a=1&b=%7E"); n != 1 {
+		t.Errorf("%d subscriptions", n)
+	}
 }

@@ -45,21 +45,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // timers, their statuses, and what the cache holds.
 func vhdsLeftovers(c *Client, ch *channel) string {
 	var out string
-	ch.mu.Lock()
-	if t := ch.types[resource.VirtualHostURL]; t != nil {
-		if len(t.held) > 0 {
-			out += fmt.Sprintf(" held %v;", t.held)
+	c.state.Do(func() {
+		if t := ch.types[resource.VirtualHostURL]; t != nil {
+			if len(t.held) > 0 {
+				out += fmt.Sprintf(" held %v;", t.held)
+			}
+			if len(t.ttl) > 0 {
+				out += fmt.Sprintf(" %d TTL timers;", len(t.ttl))
+			}
 		}
-		if len(t.ttl) > 0 {
-			out += fmt.Sprintf(" %d TTL timers;", len(t.ttl))
+		for k, st := range c.status {
+			out += fmt.Sprintf(" status %s %+v;", k.Name, *st)
 		}
-	}
-	ch.mu.Unlock()
-	c.mu.Lock()
-	for k, st := range c.status {
-		out += fmt.Sprintf(" status %s %+v;", k[1], *st)
-	}
-	c.mu.Unlock()
+	})
 	c.db.Read(func(r *db.Reader) {
 		if ns := r.Names(resource.VirtualHostURL); len(ns) > 0 {
 			out += fmt.Sprintf(" cached %v;", ns)
@@ -68,7 +66,13 @@ func vhdsLeftovers(c *Client, ch *channel) string {
 	return out
 }
 
-func watchEvents(t *testing.T, c *Client, n string) (chan Event, func()) {
+// channelOf is the channel serving a name.
+func channelOf(c *Client, n string) (ch *channel) {
+	c.state.Do(func() { ch, _ = c.route(n) })
+	return ch
+}
+
+func watchEvents(t *testing.T, c *Client, n string) (chan Event, CancelFunc) {
 	t.Helper()
 	got := make(chan Event, 10)
 	cancel, err := c.Watch(context.Background(), resource.VirtualHostURL, n, func(e Event) { got <- e })
@@ -100,21 +104,19 @@ func TestVHDSCancelForgetsVirtualHost(t *testing.T) {
 	c := newVHDSClient(t, o.Addr)
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
 	expectKind(t, got, Updated)
-	cancel()
-	ch, _ := c.route("rc/a.example.org")
+	<-cancel()
+	ch := channelOf(c, "rc/a.example.org")
 	if left := vhdsLeftovers(c, ch); left != "" {
 		t.Errorf("after the last watch ended:%s", left)
 	}
 	// A stream to the same server again: the virtual host comes anew.
-	ch.mu.Lock()
-	gen0 := ch.gen
-	ch.mu.Unlock()
+	var gen0 int
+	c.state.Do(func() { gen0 = ch.gen })
 	o.Stop()
 	o.Start()
-	eventually(t, "a new stream", func() bool {
-		ch.mu.Lock()
-		defer ch.mu.Unlock()
-		return ch.gen > gen0 && ch.connected >= 0
+	eventually(t, "a new stream", func() (ok bool) {
+		c.state.Do(func() { ok = ch.gen > gen0 && ch.connected >= 0 })
+		return ok
 	})
 	got, cancel = watchEvents(t, c, "rc/a.example.org")
 	defer cancel()
@@ -132,9 +134,12 @@ func TestVHDSLingeringEvictionTakesVirtualHost(t *testing.T) {
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
 	expectKind(t, got, Updated)
 	o.Stop()
-	ch, _ := c.route("rc/a.example.org")
-	eventually(t, "the stream to go down", func() bool { return !ch.isHealthy() })
-	cancel()
+	ch := channelOf(c, "rc/a.example.org")
+	eventually(t, "the stream to go down", func() (down bool) {
+		c.state.Do(func() { down = !ch.up() })
+		return down
+	})
+	<-cancel()
 	var cached bool
 	c.db.Read(func(r *db.Reader) { cached = len(r.Variants(resource.VirtualHostURL, "rc/web")) > 0 })
 	if !cached {
@@ -192,14 +197,13 @@ func TestVHDSCancelStopsVirtualHostTTL(t *testing.T) {
 	c := newVHDSClient(t, l.Addr().String())
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
 	expectKind(t, got, Updated)
-	ch, _ := c.route("rc/a.example.org")
-	ch.mu.Lock()
-	timers := len(ch.types[resource.VirtualHostURL].ttl)
-	ch.mu.Unlock()
+	ch := channelOf(c, "rc/a.example.org")
+	var timers int
+	c.state.Do(func() { timers = len(ch.types[resource.VirtualHostURL].ttl) })
 	if timers != 1 {
 		t.Fatalf("%d TTL timers while watched, want 1", timers)
 	}
-	cancel()
+	<-cancel()
 	if left := vhdsLeftovers(c, ch); left != "" {
 		t.Errorf("after the last watch ended:%s", left)
 	}
