@@ -116,6 +116,7 @@ func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
 			n       string
 			cons    constraint.Constraints
 			payload = a
+			version = r.VersionInfo
 			dnc     bool
 		)
 		if a.TypeUrl == resource.WrapperURL {
@@ -162,7 +163,7 @@ func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
 			continue
 		}
 		seen[k] = true
-		v, rej := c.check(r.TypeUrl, n, cons, r.VersionInfo, payload, dnc)
+		v, rej := c.check(r.TypeUrl, n, cons, version, payload, dnc)
 		rc.items = append(rc.items, rcvd{name: n, cons: cons, v: v, rej: rej})
 	}
 	return rc
