@@ -1,5 +1,5 @@
 // Package constraint owns TP2 dynamic parameters and dynamic parameter
-// constraints (spec/TP2-dynamically-generated-cacheable-xds-resources.md,
+// constraints (xRFC TP2, github.com/cncf/xds proposals/TP2-dynamically-generated-cacheable-xds-resources.md;
 // docs/protocol.md §4): the Params a subscriber sends, the Constraints a resource
 // variant carries, and everything the rest of xdsd needs to do with them.
 //

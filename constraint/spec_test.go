@@ -10,7 +10,7 @@ import (
 )
 
 // The vectors in this file are the examples of
-// spec/TP2-dynamically-generated-cacheable-xds-resources.md, written as
+// xRFC TP2 (github.com/cncf/xds proposals/TP2-dynamically-generated-cacheable-xds-resources.md), written as
 // valid prototext (the spec abbreviates ConstraintList as a bare list).
 
 func fromText(t *testing.T, txt string) Constraints {

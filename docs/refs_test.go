@@ -16,7 +16,7 @@ import (
 
 var (
 	refRE     = regexp.MustCompile(`docs/([a-z0-9-]+\.md)(?: §([0-9]+(?:\.[0-9]+)?))?`)
-	outsideRE = regexp.MustCompile(`\.\./shared|(?:^|[^/a-z])(?:DESIGN|PROTOCOL|INTEROP)\.md`)
+	outsideRE = regexp.MustCompile(`\.\./shared|(?:^|[^/a-z])(?:DESIGN|PROTOCOL|INTEROP)\.md|(?:^|[^/a-z])spec/[a-zA-Z0-9-]+\.(?:md|rst)`)
 	h2RE      = regexp.MustCompile(`^## ([0-9]+)\. `)
 	h3RE      = regexp.MustCompile(`^### ([0-9]+\.[0-9]+) `)
 	itemRE    = regexp.MustCompile(`^([0-9]+)\. `)

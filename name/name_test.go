@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// tp1Names is every xdstp:// name in spec/TP1-xds-transport-next.md, each
+// tp1Names is every xdstp:// name in xRFC TP1 (github.com/cncf/xds proposals/TP1-xds-transport-next.md), each
 // exactly as it appears there (including the trailing "." and trailing
 // space typos in the prose, which are still valid names).
 var tp1Names = []string{
