@@ -192,17 +192,30 @@ func writeParts(mw *multipart.Writer, files []string, named string) error {
 	return mw.Close()
 }
 
+// maxListed bounds the variants an apply lists one by one; past it, they
+// are counted (GET /v1/resources lists them all).
+const maxListed = 100
+
 func printResult(w io.Writer, res admin.ApplyResult) {
 	if len(res.Changed)+len(res.Deleted) == 0 {
 		fmt.Fprintf(w, "unchanged at revision %d\n", res.Revision)
 		return
 	}
 	fmt.Fprintf(w, "revision %d: %s changed, %s deleted\n", res.Revision, plural(len(res.Changed), "variant"), plural(len(res.Deleted), "variant"))
-	for _, k := range res.Changed {
-		fmt.Fprintf(w, "  changed %s\n", k)
+	listed := 0
+	for _, l := range []struct {
+		verb string
+		keys []string
+	}{{"changed", res.Changed}, {"deleted", res.Deleted}} {
+		for _, k := range l.keys {
+			if listed++; listed > maxListed {
+				break
+			}
+			fmt.Fprintf(w, "  %s %s\n", l.verb, k)
+		}
 	}
-	for _, k := range res.Deleted {
-		fmt.Fprintf(w, "  deleted %s\n", k)
+	if more := len(res.Changed) + len(res.Deleted) - maxListed; more > 0 {
+		fmt.Fprintf(w, "  ... and %d more\n", more)
 	}
 }
 

@@ -48,6 +48,7 @@ type serveFlags struct {
 	daemonFlags
 	storeSpec, watchDir string
 	watchInterval       time.Duration
+	maxBatchBytes       int64
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -57,6 +58,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
+	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
 		return err
@@ -69,6 +71,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.watchInterval <= 0 {
 		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
+	}
+	if f.maxBatchBytes <= 0 {
+		return usagef("--max-batch-bytes %d: want a positive number of bytes", f.maxBatchBytes)
 	}
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
@@ -95,7 +100,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	reg := newRegistry()
 	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	d, err := listen(f.daemonFlags, srv.Register, admin.Handler(admin.Options{
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log,
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, MaxBatchBytes: f.maxBatchBytes,
 		Clients: func() any { return srv.Clients() },
 	}))
 	if err != nil {

@@ -62,6 +62,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, er
 		return nil, http.StatusBadRequest, fmt.Errorf("reading the batch: %w; nothing was applied", err)
 	}
 	b.errs = append(b.errs, b.set.Errs()...)
+	b.set = resource.SetCheck{} // its index of the batch is not needed any more
 	if len(b.errs) > 0 {
 		return nil, http.StatusBadRequest, b.errs
 	}
