@@ -28,6 +28,20 @@ type Document struct {
 	Message proto.Message
 	// Raw is the document as JSON, as written (YAML converted).
 	Raw json.RawMessage
+
+	text    *docText
+	resPath string // where the payload is in the document: "" or "resource"
+}
+
+// ErrorAt is an error about a field of the payload (a path from the
+// payload's root, as Validate writes it), placed where the document
+// writes the field, or the deepest part of its path that it writes.
+func (d *Document) ErrorAt(path, format string, args ...any) *DocError {
+	p := joinPath(d.resPath, path)
+	if d.text == nil {
+		return d.Location.errorf(p, format, args...)
+	}
+	return d.text.errPath(p, format, args...)
 }
 
 var wrapperKeys = map[string]bool{"name": true, "type": true, "constraints": true, "resource": true, "do_not_cache": true, "ttl": true}
@@ -251,7 +265,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	v := NewVariant(typ, canon, cons, "", payloadURL, body)
 	v.DoNotCache = dnc
 	v.TTL = ttl
-	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js}, nil
+	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js, text: t, resPath: resPath}, nil
 }
 
 // typeResolver resolves the type URLs of google.protobuf.Any values from
