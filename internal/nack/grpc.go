@@ -45,7 +45,7 @@ func grpcListener(typeURL string, m proto.Message, report reporter) {
 			}
 		case *hcmv3.HttpConnectionManager_RouteConfig:
 		default:
-			report("grpc/route-specifier", Error, p, "gRPC rejects the listener: the HTTP connection manager needs rds or an inline route_config (scoped routes are not supported) (\"no RouteSpecifier\")")
+			report("grpc/route-specifier", Error, p, "gRPC rejects the listener: the HTTP connection manager needs rds or an inline route_config (scoped routes are not supported) (\"unsupported type ... for RouteSpecifier\")")
 		}
 		if h.GetXffNumTrustedHops() != 0 {
 			report("grpc/hcm-fields", Error, p+".xff_num_trusted_hops", "gRPC rejects the listener: xff_num_trusted_hops must be unset or zero")
@@ -76,6 +76,12 @@ func grpcListener(typeURL string, m proto.Message, report reporter) {
 
 // The HTTP filters grpc-go has (internal/xds/httpfilter), on each side.
 var (
+	grpcFilters = map[string]bool{
+		"envoy.extensions.filters.http.router.v3.Router":                  true,
+		"envoy.extensions.filters.http.fault.v3.HTTPFault":                true,
+		"envoy.extensions.filters.http.gcp_authn.v3.GcpAuthnFilterConfig": true,
+		"envoy.extensions.filters.http.rbac.v3.RBAC":                      true,
+	}
 	grpcClientFilters = map[string]bool{
 		"envoy.extensions.filters.http.router.v3.Router":                  true,
 		"envoy.extensions.filters.http.fault.v3.HTTPFault":                true, // gRFC A33
@@ -119,11 +125,14 @@ func grpcHTTPFilters(typeURL string, m proto.Message, report reporter) {
 				if f.GetIsOptional() {
 					continue
 				}
-				what := t
-				if what == "" {
-					what = "configured by ECDS or TypedStruct"
+				switch {
+				case grpcFilters[t]:
+					report("grpc/http-filters", Error, p, "gRPC rejects the listener: HTTP filter %q (%s) is not one a gRPC %s supports; mark it is_optional to have gRPC skip it (\"HTTP filter %q not supported %s-side\")", f.GetName(), t, side, f.GetName(), side)
+				case t == "":
+					report("grpc/http-filters", Error, p, "gRPC rejects the listener: HTTP filter %q is configured by ECDS or a TypedStruct, which gRPC cannot look into; give its typed_config, or mark it is_optional", f.GetName())
+				default:
+					report("grpc/http-filters", Error, p, "gRPC rejects the listener: gRPC has no HTTP filter %s; mark %q is_optional to have gRPC skip it (\"no filter implementation found for %q\")", t, f.GetName(), f.GetTypedConfig().GetTypeUrl())
 				}
-				report("grpc/http-filters", Error, p, "gRPC rejects the listener: HTTP filter %q (%s) is not one a gRPC %s supports; mark it is_optional to have gRPC skip it (\"HTTP filter %q not supported %s-side\")", f.GetName(), what, side, f.GetName(), side)
 				continue
 			}
 			kept = append(kept, f)
@@ -235,7 +244,7 @@ func grpcRoute(r *routev3.Route, p string, plugins map[string]bool, report repor
 // with eds_cluster_config.service_name when the cluster's name is an
 // xdstp:// name (gRFC A47); LOGICAL_DNS with one endpoint, and aggregate
 // clusters (gRFC A37); load balancing by ROUND_ROBIN, RING_HASH with
-// xxHash (gRFC A42) or LEAST_REQUEST with choice_count >= 2 (gRFC A48);
+// xxHash (gRFC A42) or LEAST_REQUEST (gRFC A48);
 // load reports to the same server only; no transport_socket_matches (gRFC
 // A29).
 func grpcCluster(typeURL string, m proto.Message, report reporter) {
@@ -249,10 +258,7 @@ func grpcCluster(typeURL string, m proto.Message, report reporter) {
 		if c.GetRingHashLbConfig().GetHashFunction() != clusterv3.Cluster_RingHashLbConfig_XX_HASH {
 			report("grpc/lb-policy", Error, "ring_hash_lb_config.hash_function", "gRPC rejects the cluster: ring hash must use XX_HASH (gRFC A42, \"unsupported ring_hash hash function\")")
 		}
-	case clusterv3.Cluster_LEAST_REQUEST:
-		if cc := c.GetLeastRequestLbConfig().GetChoiceCount(); cc != nil && cc.GetValue() < 2 {
-			report("grpc/lb-policy", Error, "least_request_lb_config.choice_count", "gRPC rejects the cluster: choice_count must be at least 2 (gRFC A48)")
-		}
+	case clusterv3.Cluster_LEAST_REQUEST: // gRFC A48; choice_count >= 2 is the schema's
 	default:
 		report("grpc/lb-policy", Error, "lb_policy", "gRPC rejects the cluster: lb_policy %s is not one it has; use ROUND_ROBIN, RING_HASH or LEAST_REQUEST (\"unexpected lbPolicy %s in response\")", c.GetLbPolicy(), c.GetLbPolicy())
 	}

@@ -142,17 +142,33 @@ func (k *Checker) Add(d *resource.Document) {
 	}
 }
 
-// AddStored adds a variant a store holds, which the batch leaves as it
-// is: one of a resource the batch does not give. Its own problems are not
-// reported (they are not this batch's), only what the batch does to it.
-func (k *Checker) AddStored(v *resource.Variant, m proto.Message) {
-	if k.batch[group{v.Type.URL, v.Name}] {
-		return // the batch replaces all its variants
-	}
+// Stored is what the checks across resources need of a variant a store
+// holds: worth keeping between applies, as computing it decodes the
+// variant.
+type Stored struct {
+	entry   *refs.Entry
+	listens []listening
+}
+
+// Summarize computes what the checks need of a stored variant and its
+// decoded payload.
+func Summarize(v *resource.Variant, m proto.Message) *Stored {
 	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.Of(m)}
+	return &Stored{entry: e, listens: listenings(e, m)}
+}
+
+// AddStored adds a variant a store holds, which the batch leaves as it
+// is: one of a resource the batch does not give (the batch replaces all
+// the variants of those it gives). Its own problems are not reported
+// (they are not this batch's), only what the batch does to it.
+func (k *Checker) AddStored(s *Stored) {
+	e := s.entry
+	if k.batch[group{e.Type, e.Name}] {
+		return
+	}
 	k.set.Add(e)
 	if k.client == Envoy {
-		k.listens = append(k.listens, listenings(e, m)...)
+		k.listens = append(k.listens, s.listens...)
 	}
 }
 

@@ -133,7 +133,11 @@ func TestRules(t *testing.T) {
 		{"grpc unsupported filter", GRPC,
 			apiListener("    http_filters: [{name: cors, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, " + router + "]\n    route_config: {}\n"),
 			apiListener("    http_filters: [{name: cors, is_optional: true, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, " + router + "]\n    route_config: {}\n"),
-			"grpc/http-filters", `HTTP filter "cors" not supported client-side`},
+			"grpc/http-filters", `no filter implementation found for "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"`},
+		{"grpc server filter on a client", GRPC,
+			apiListener("    http_filters: [{name: rbac, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC}}, " + router + "]\n    route_config: {}\n"),
+			apiListener("    http_filters: [{name: rbac, is_optional: true, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC}}, " + router + "]\n    route_config: {}\n"),
+			"grpc/http-filters", `HTTP filter "rbac" not supported client-side`},
 		{"grpc router not last", GRPC,
 			apiListener("    http_filters: [" + router + ", {name: fault, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault}}]\n    route_config: {}\n"),
 			apiListener("    http_filters: [{name: fault, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault}}, " + router + "]\n    route_config: {}\n"),
@@ -230,7 +234,7 @@ func TestStoredResources(t *testing.T) {
 		k.Add(d)
 	}
 	for _, d := range stored {
-		k.AddStored(d.Variant, d.Message)
+		k.AddStored(Summarize(d.Variant, d.Message))
 	}
 	var got []string
 	for _, f := range k.Findings() {
