@@ -27,7 +27,8 @@ func commands() []command {
 		{"relay", "a caching xDS proxy in front of one or more servers", runRelay},
 		{"apply", "apply resource files to a running server, as one atomic batch", runApply},
 		{"delete", "delete a resource, or one variant of it, from a running server", runDelete},
-		{"validate", "check resource files offline; nothing is stored", runValidate},
+		{"validate", "check resource files offline, and what a client would reject; nothing is stored", runValidate},
+		{"import", "turn an Envoy bootstrap's static resources into resource files", runImport},
 		{"get", "print what a client with given parameters gets from a server", runGet},
 		{"watch", "print every update a client with given parameters gets, until interrupted", runWatch},
 	}
