@@ -356,6 +356,7 @@ type SetCheck struct {
 type setEntry struct {
 	c   constraint.Constraints
 	loc Location
+	at  *DocError // where the constraints are written
 }
 
 // Add checks one more document against those added before.
@@ -374,7 +375,11 @@ func (s *SetCheck) Add(d *Document) {
 	if _, ok := s.groups[g]; !ok {
 		s.order = append(s.order, g)
 	}
-	s.groups[g] = append(s.groups[g], setEntry{d.Variant.Constraints, d.Location})
+	e := setEntry{c: d.Variant.Constraints, loc: d.Location}
+	if d.text != nil && !e.c.IsZero() {
+		e.at = d.text.errPath("constraints", "")
+	}
+	s.groups[g] = append(s.groups[g], e)
 }
 
 // Errs lists every problem of the set added so far.
@@ -390,7 +395,11 @@ func (s *SetCheck) Errs() ErrorList {
 			vs[i] = constraint.Variant{ID: variantID(e.c, e.loc), Constraints: e.c}
 		}
 		if err := constraint.ValidateVariants(vs); err != nil {
-			errs = append(errs, es[0].loc.errorf("constraints", "variants of %s %s: %v", ForURL(g[0]).Name, g[1], err))
+			e := es[0].loc.errorf("constraints", "variants of %s %s: %v", ForURL(g[0]).Name, g[1], err)
+			if at := es[0].at; at != nil {
+				e.Line, e.Column = at.Line, at.Column
+			}
+			errs = append(errs, e)
 		}
 	}
 	return errs
