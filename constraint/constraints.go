@@ -160,6 +160,39 @@ func (c Constraints) Keys() []string {
 	return slices.Compact(keys)
 }
 
+// Values returns, for each key c mentions, the values it compares the key
+// with, sorted and de-duplicated; a key only tested with exists() maps to
+// no values. With "absent", these are all the values of the key that c
+// can tell apart: any other value behaves as one of them would. The map is
+// the caller's to keep.
+func (c Constraints) Values() map[string][]string {
+	out := map[string][]string{}
+	if c.n == nil {
+		return out
+	}
+	var walk func(n *node)
+	walk = func(n *node) {
+		switch n.op {
+		case opValue:
+			out[n.key] = append(out[n.key], n.value)
+		case opExists:
+			if _, ok := out[n.key]; !ok {
+				out[n.key] = nil
+			}
+		case opNot, opAnd, opOr:
+			for _, k := range n.kids {
+				walk(k)
+			}
+		}
+	}
+	walk(c.n)
+	for k, vs := range out {
+		slices.Sort(vs)
+		out[k] = slices.Compact(vs)
+	}
+	return out
+}
+
 // MarshalText implements encoding.TextMarshaler with the text syntax, so
 // Constraints can sit directly in JSON and YAML documents.
 func (c Constraints) MarshalText() ([]byte, error) { return []byte(c.String()), nil }

@@ -218,3 +218,20 @@ func TestSelecting(t *testing.T) {
 		t.Error("no keys: want unconstrained")
 	}
 }
+
+func TestValues(t *testing.T) {
+	c := MustParse(`env=prod && (version=v2 || version=v1 || version=v2) && exists(region) && !(zone="a b")`)
+	got := c.Values()
+	want := map[string][]string{"env": {"prod"}, "version": {"v1", "v2"}, "region": nil, "zone": {"a b"}}
+	if len(got) != len(want) {
+		t.Fatalf("Values() = %v, want %v", got, want)
+	}
+	for k, vs := range want {
+		if g, ok := got[k]; !ok || !slices.Equal(g, vs) {
+			t.Errorf("Values()[%s] = %v, want %v", k, g, vs)
+		}
+	}
+	if len((Constraints{}).Values()) != 0 {
+		t.Error("the zero value mentions no keys")
+	}
+}

@@ -28,6 +28,20 @@ type Document struct {
 	Message proto.Message
 	// Raw is the document as JSON, as written (YAML converted).
 	Raw json.RawMessage
+
+	text    *docText
+	resPath string // where the payload is in the document: "" or "resource"
+}
+
+// ErrorAt is an error about a field of the payload (a path from the
+// payload's root, as Validate writes it), placed where the document
+// writes the field, or the deepest part of its path that it writes.
+func (d *Document) ErrorAt(path, format string, args ...any) *DocError {
+	p := joinPath(d.resPath, path)
+	if d.text == nil {
+		return d.Location.errorf(p, format, args...)
+	}
+	return d.text.errPath(p, format, args...)
 }
 
 var wrapperKeys = map[string]bool{"name": true, "type": true, "constraints": true, "resource": true, "do_not_cache": true, "ttl": true}
@@ -251,7 +265,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	v := NewVariant(typ, canon, cons, "", payloadURL, body)
 	v.DoNotCache = dnc
 	v.TTL = ttl
-	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js}, nil
+	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js, text: t, resPath: resPath}, nil
 }
 
 // typeResolver resolves the type URLs of google.protobuf.Any values from
@@ -342,6 +356,7 @@ type SetCheck struct {
 type setEntry struct {
 	c   constraint.Constraints
 	loc Location
+	at  *DocError // where the constraints are written
 }
 
 // Add checks one more document against those added before.
@@ -360,7 +375,11 @@ func (s *SetCheck) Add(d *Document) {
 	if _, ok := s.groups[g]; !ok {
 		s.order = append(s.order, g)
 	}
-	s.groups[g] = append(s.groups[g], setEntry{d.Variant.Constraints, d.Location})
+	e := setEntry{c: d.Variant.Constraints, loc: d.Location}
+	if d.text != nil && !e.c.IsZero() {
+		e.at = d.text.errPath("constraints", "")
+	}
+	s.groups[g] = append(s.groups[g], e)
 }
 
 // Errs lists every problem of the set added so far.
@@ -376,7 +395,11 @@ func (s *SetCheck) Errs() ErrorList {
 			vs[i] = constraint.Variant{ID: variantID(e.c, e.loc), Constraints: e.c}
 		}
 		if err := constraint.ValidateVariants(vs); err != nil {
-			errs = append(errs, es[0].loc.errorf("constraints", "variants of %s %s: %v", ForURL(g[0]).Name, g[1], err))
+			e := es[0].loc.errorf("constraints", "variants of %s %s: %v", ForURL(g[0]).Name, g[1], err)
+			if at := es[0].at; at != nil {
+				e.Line, e.Column = at.Line, at.Column
+			}
+			errs = append(errs, e)
 		}
 	}
 	return errs

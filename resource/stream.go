@@ -250,6 +250,9 @@ func (st *stream) run(r io.Reader, f Format) error {
 		st.addErrs(j.errs)
 		for _, d := range j.docs {
 			d.Index += base
+			if d.text != nil {
+				d.text.loc.Index = d.Index
+			}
 			if err := st.fn(d); err != nil {
 				fnErr = err
 				close(quit)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/nack"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -44,40 +45,103 @@ func noFileArgs(pos []string, file string) error {
 // errInvalid is returned after the problems were printed.
 var errInvalid = errors.New("invalid input")
 
-// loadDocs loads the documents -f names; it prints any problems, each
-// with its file, document, line and path.
-func loadDocs(file string, stderr io.Writer) ([]*resource.Document, error) {
-	if file == "" {
-		return nil, usagef("-f FILE|DIR|- is required")
+// clientFlag registers --client.
+func clientFlag(fs *flag.FlagSet) *string {
+	return fs.String("client", "envoy", "check what this client would reject: envoy, grpc, or none")
+}
+
+// checker returns the client checker a --client value asks for; nil for
+// none.
+func checker(client string) (*nack.Checker, error) {
+	if client == "none" {
+		return nil, nil
 	}
-	docs, err := resource.Load(file)
+	c, err := nack.ParseClient(client)
 	if err != nil {
-		printDocErrors(stderr, err)
-		return nil, errInvalid
+		return nil, usagef("--client: %v", err)
 	}
-	return docs, nil
+	return nack.New(c), nil
 }
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	file := fs.String("f", "", "file, directory or - (standard input) to check")
-	pos, err := parse(fs, args, "validate -f FILE|DIR|-", stdout)
+	client := clientFlag(fs)
+	pos, err := parse(fs, args, "validate [--client envoy|grpc|none] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
 	if err := noFileArgs(pos, *file); err != nil {
 		return err
 	}
-	docs, err := loadDocs(*file, stderr)
+	if *file == "" {
+		return usagef("-f FILE|DIR|- is required")
+	}
+	check, err := checker(*client)
 	if err != nil {
 		return err
 	}
-	resources := map[[2]string]bool{}
-	for _, d := range docs {
+	// Read as a stream: what is kept of each document is its identity and
+	// what the checks across documents need, so a source of any size is
+	// checked in bounded memory.
+	var (
+		set       resource.SetCheck
+		variants  int
+		resources = map[[2]string]bool{}
+	)
+	err = resource.Walk(*file, func(d *resource.Document) error {
+		set.Add(d)
+		if check != nil {
+			check.Add(d)
+		}
+		variants++
 		resources[[2]string{d.Variant.Type.URL, d.Variant.Name}] = true
+		return nil
+	})
+	var errs resource.ErrorList
+	if err != nil && !errors.As(err, &errs) {
+		return err
 	}
-	fmt.Fprintf(stdout, "ok: %s (%s)\n", plural(len(resources), "resource"), plural(len(docs), "variant"))
+	errs = append(errs, set.Errs()...)
+	if len(errs) > 0 {
+		printDocErrors(stderr, errs)
+		return errInvalid
+	}
+	summary := fmt.Sprintf("ok: %s (%s)", plural(len(resources), "resource"), plural(variants, "variant"))
+	if check != nil {
+		if n := printFindings(stderr, check); n > 0 {
+			return fmt.Errorf("%d problem(s) %s would reject or wait for in vain", n, check.Client())
+		}
+		summary += "; " + checkedFor(check)
+	}
+	fmt.Fprintln(stdout, summary)
 	return nil
+}
+
+// printFindings prints a checker's findings and returns how many are
+// errors.
+func printFindings(w io.Writer, check *nack.Checker) int {
+	errs := 0
+	for _, f := range check.Findings() {
+		fmt.Fprintln(w, f.String())
+		if f.Severity == nack.Error {
+			errs++
+		}
+	}
+	if n := check.Dropped(); n > 0 {
+		fmt.Fprintf(w, "... and %d more\n", n)
+	}
+	return errs
+}
+
+// checkedFor says what was checked: "checked for Envoy across 6 parameter
+// sets".
+func checkedFor(check *nack.Checker) string {
+	s := "checked for " + check.Client().String()
+	if len(check.Set().Keys()) > 0 {
+		s += " across " + plural(len(check.Set().ParamSets()), "parameter set")
+	}
+	return s
 }
 
 func adminURL(addr, path string) string {
@@ -113,7 +177,7 @@ func call(c *http.Client, req *http.Request, out any) error {
 		}
 		msg := eb.Message
 		for _, e := range eb.Errors {
-			msg += "\n  " + (&resource.DocError{Source: e.Source, Index: e.Document, Line: e.Line, Column: e.Column, Path: e.Path, Msg: e.Message}).Error()
+			msg += "\n  " + e.Error()
 		}
 		return errors.New(msg)
 	}
@@ -128,7 +192,9 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
-	pos, err := parse(fs, args, "apply [--admin ADDR] -f FILE|DIR|-", stdout)
+	client := clientFlag(fs)
+	force := fs.Bool("force", false, "apply even what the client checks say the client would reject")
+	pos, err := parse(fs, args, "apply [--admin ADDR] [--client envoy|grpc|none] [--force] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
@@ -137,6 +203,13 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	}
 	if *file == "" {
 		return usagef("-f FILE|DIR|- is required")
+	}
+	if _, err := checker(*client); err != nil {
+		return err
+	}
+	q := url.Values{"client": {*client}}
+	if *force {
+		q.Set("force", "true")
 	}
 	files := []string{"-"}
 	if *file != "-" {
@@ -150,7 +223,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() { pw.CloseWithError(writeParts(mw, files, *file)) }()
-	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply"), pr)
+	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply?"+q.Encode()), pr)
 	if err != nil {
 		pr.Close()
 		return usagef("--admin %q: %v", *addr, err)
@@ -160,6 +233,9 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if err := call(uploadClient, req, &res); err != nil {
 		pr.CloseWithError(err) // stops the writer if the server answered early
 		return err
+	}
+	for _, f := range res.Findings {
+		fmt.Fprintln(stderr, f.Error())
 	}
 	printResult(stdout, res)
 	return nil
@@ -206,17 +282,30 @@ func writeParts(mw *multipart.Writer, files []string, named string) error {
 	return mw.Close()
 }
 
+// maxListed bounds the variants an apply lists one by one; past it, they
+// are counted (GET /v1/resources lists them all).
+const maxListed = 100
+
 func printResult(w io.Writer, res admin.ApplyResult) {
 	if len(res.Changed)+len(res.Deleted) == 0 {
 		fmt.Fprintf(w, "unchanged at revision %d\n", res.Revision)
 		return
 	}
 	fmt.Fprintf(w, "revision %d: %s changed, %s deleted\n", res.Revision, plural(len(res.Changed), "variant"), plural(len(res.Deleted), "variant"))
-	for _, k := range res.Changed {
-		fmt.Fprintf(w, "  changed %s\n", k)
+	listed := 0
+	for _, l := range []struct {
+		verb string
+		keys []string
+	}{{"changed", res.Changed}, {"deleted", res.Deleted}} {
+		for _, k := range l.keys {
+			if listed++; listed > maxListed {
+				break
+			}
+			fmt.Fprintf(w, "  %s %s\n", l.verb, k)
+		}
 	}
-	for _, k := range res.Deleted {
-		fmt.Fprintf(w, "  deleted %s\n", k)
+	if more := len(res.Changed) + len(res.Deleted) - maxListed; more > 0 {
+		fmt.Fprintf(w, "  ... and %d more\n", more)
 	}
 }
 

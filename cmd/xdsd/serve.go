@@ -59,6 +59,7 @@ type serveFlags struct {
 	daemonFlags
 	storeSpec, watchDir string
 	watchInterval       time.Duration
+	maxBatchBytes       int64
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -68,6 +69,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
+	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
 		return err
@@ -80,6 +82,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.watchInterval <= 0 {
 		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
+	}
+	if f.maxBatchBytes <= 0 {
+		return usagef("--max-batch-bytes %d: want a positive number of bytes", f.maxBatchBytes)
 	}
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
@@ -108,7 +113,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded, Owner: watchOwner(st, f.watchDir),
-		Clients: func() any { return srv.Clients() },
+		MaxBatchBytes: f.maxBatchBytes,
+		Clients:       func() any { return srv.Clients() },
 	}))
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/nack"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -102,7 +103,10 @@ func Handler(o Options) http.Handler {
 	return mux
 }
 
-type api struct{ o Options }
+type api struct {
+	o      Options
+	stored storedSummaries
+}
 
 // ready answers /readyz: 503 until ready; then 200 "ok", or 200
 // "degraded: reason" — still serving, so still ready, but an operator's
@@ -132,7 +136,8 @@ type ErrorBody struct {
 	Errors  []DocError `json:"errors,omitempty"`
 }
 
-// DocError is one bad document of an apply.
+// DocError is one bad document of an apply, or one thing in it a client
+// would reject (then Rule is set).
 type DocError struct {
 	Source   string `json:"source,omitempty"`
 	Document int    `json:"document,omitempty"`
@@ -140,6 +145,34 @@ type DocError struct {
 	Column   int    `json:"column,omitempty"`
 	Path     string `json:"path,omitempty"`
 	Message  string `json:"message"`
+	// Resource, Rule and Warning describe a client check's finding:
+	// "route r", "grpc/http-filters"; a warning does not stop an apply.
+	Resource string `json:"resource,omitempty"`
+	Rule     string `json:"rule,omitempty"`
+	Warning  bool   `json:"warning,omitempty"`
+}
+
+// Error renders it as the command line prints it.
+func (e DocError) Error() string {
+	d := &resource.DocError{Source: e.Source, Index: e.Document, Line: e.Line, Column: e.Column, Path: e.Path, Msg: e.Message}
+	if e.Rule == "" {
+		return d.Error()
+	}
+	f := nack.Finding{DocError: d, Resource: e.Resource, Rule: e.Rule}
+	if e.Warning {
+		f.Severity = nack.Warning
+	}
+	return f.String()
+}
+
+func docError(e *resource.DocError) DocError {
+	return DocError{Source: e.Source, Document: e.Index, Line: e.Line, Column: e.Column, Path: e.Path, Message: e.Msg}
+}
+
+func findingError(f nack.Finding) DocError {
+	d := docError(f.DocError)
+	d.Resource, d.Rule, d.Warning = f.Resource, f.Rule, f.Severity == nack.Warning
+	return d
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -153,11 +186,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, err error) {
 	body := ErrorBody{Message: err.Error()}
-	var list resource.ErrorList
-	if errors.As(err, &list) {
+	var (
+		list resource.ErrorList
+		rej  *rejected
+	)
+	switch {
+	case errors.As(err, &list):
 		body.Message = fmt.Sprintf("%d invalid document(s); nothing was applied", len(list))
 		for _, e := range list {
-			body.Errors = append(body.Errors, DocError{Source: e.Source, Document: e.Index, Line: e.Line, Column: e.Column, Path: e.Path, Message: e.Msg})
+			body.Errors = append(body.Errors, docError(e))
+		}
+	case errors.As(err, &rej):
+		for _, f := range rej.findings {
+			body.Errors = append(body.Errors, findingError(f))
 		}
 	}
 	writeJSON(w, code, body)
@@ -304,6 +345,9 @@ type ApplyResult struct {
 	Revision int64    `json:"revision"`
 	Changed  []string `json:"changed"`
 	Deleted  []string `json:"deleted"`
+	// Findings are what the client checks found in an apply that went
+	// ahead: warnings, and errors it was forced past.
+	Findings []DocError `json:"findings,omitempty"`
 }
 
 func result(r store.Result) ApplyResult {
@@ -335,7 +379,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err)
 		return
 	}
-	docs := len(b.batch.Puts)
+	docs, findings := len(b.batch.Puts), b.findings
 	res, err := a.o.Store.Apply(r.Context(), b.batch)
 	b = nil // a large batch is the store's (and the server's) now
 	if err != nil {
@@ -347,9 +391,13 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
-	a.o.Logger.Info("applied", "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes))
+	a.o.Logger.Info("applied", "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings))
 	a.waitServed(r.Context(), res.Rev)
-	writeJSON(w, http.StatusOK, result(res))
+	out := result(res)
+	for _, f := range findings {
+		out.Findings = append(out.Findings, findingError(f))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // servedWait bounds how long an apply waits for its revision to be served;

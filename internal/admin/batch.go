@@ -1,13 +1,17 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"sort"
+	"sync"
 
+	"github.com/xdsd/xdsd/internal/nack"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -22,15 +26,31 @@ import (
 
 // batch is an apply being read.
 type batch struct {
-	batch store.Batch
-	set   resource.SetCheck
-	errs  resource.ErrorList
+	batch    store.Batch
+	set      resource.SetCheck
+	errs     resource.ErrorList
+	check    *nack.Checker // nil without client checks
+	findings []nack.Finding
 }
 
 func (b *batch) add(d *resource.Document) error {
 	b.batch.Puts = append(b.batch.Puts, d.Variant)
 	b.set.Add(d)
+	if b.check != nil {
+		b.check.Add(d)
+	}
 	return nil
+}
+
+// rejected is an apply refused for what a client would reject.
+type rejected struct {
+	findings []nack.Finding
+	errors   int
+	client   nack.Client
+}
+
+func (r *rejected) Error() string {
+	return fmt.Sprintf("%d problem(s) %s would reject or wait for in vain; nothing was applied (force=true, xdsd apply --force, applies it anyway)", r.errors, r.client)
 }
 
 // read decodes one source into the batch, collecting its problems.
@@ -53,6 +73,14 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, er
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	b := &batch{}
+	q := r.URL.Query()
+	if c := q.Get("client"); c != "" && c != "none" {
+		client, err := nack.ParseClient(c)
+		if err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("client=%s: %w", c, err)
+		}
+		b.check = nack.New(client)
+	}
 	err := readSources(r, body, b.read)
 	var mbe *http.MaxBytesError
 	switch {
@@ -62,10 +90,75 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, er
 		return nil, http.StatusBadRequest, fmt.Errorf("reading the batch: %w; nothing was applied", err)
 	}
 	b.errs = append(b.errs, b.set.Errs()...)
+	b.set = resource.SetCheck{} // its index of the batch is not needed any more
 	if len(b.errs) > 0 {
 		return nil, http.StatusBadRequest, b.errs
 	}
+	if b.check != nil {
+		if err := a.stored.addTo(r.Context(), a.o.Store, b.check); err != nil {
+			return nil, http.StatusInternalServerError, err
+		}
+		client := b.check.Client()
+		b.findings, b.check = b.check.Findings(), nil
+		errs := 0
+		for _, f := range b.findings {
+			if f.Severity == nack.Error {
+				errs++
+			}
+		}
+		if errs > 0 && q.Get("force") != "true" {
+			return nil, http.StatusBadRequest, &rejected{findings: b.findings, errors: errs, client: client}
+		}
+	}
 	return b, 0, nil
+}
+
+// storedSummaries keeps, between applies, what the client checks need of
+// each stored variant, brought up to date from the store's changes, so
+// that an apply decodes only what changed since the last.
+type storedSummaries struct {
+	mu    sync.Mutex
+	rev   int64
+	valid bool
+	byKey map[resource.Key]*nack.Stored
+}
+
+// addTo adds what the store holds to a checker.
+func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *nack.Checker) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	since := int64(store.FromStart)
+	if s.valid {
+		since = s.rev
+	}
+	cs, err := st.Changes(ctx, since)
+	if err != nil {
+		return err
+	}
+	if cs.Reset || s.byKey == nil {
+		s.byKey = map[resource.Key]*nack.Stored{}
+	}
+	for _, v := range cs.Puts {
+		m, err := v.Message()
+		if err != nil {
+			delete(s.byKey, v.Key())
+			continue // a payload this binary cannot read is not checked
+		}
+		s.byKey[v.Key()] = nack.Summarize(v, m)
+	}
+	for _, key := range cs.Deletes {
+		delete(s.byKey, key)
+	}
+	s.rev, s.valid = cs.Rev, true
+	keys := make([]resource.Key, 0, len(s.byKey))
+	for key := range s.byKey {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, key := range keys {
+		k.AddStored(s.byKey[key])
+	}
+	return nil
 }
 
 // readSources calls read with each source of the body: its parts when it

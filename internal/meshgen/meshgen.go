@@ -13,7 +13,7 @@ import (
 // clusterJSON is one cluster; %[1]d is its number.
 const clusterJSON = `{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster",` +
 	`"name":"outbound|8080||svc-%[1]d.ns-%[2]d.svc.cluster.local","type":"EDS",` +
-	`"eds_cluster_config":{"eds_config":{"ads":{},"resource_api_version":"V3"},` +
+	`"eds_cluster_config":{"eds_config":{"ads":{}},` +
 	`"service_name":"outbound|8080||svc-%[1]d.ns-%[2]d.svc.cluster.local"},` +
 	`"connect_timeout":"10s","lb_policy":"LEAST_REQUEST",` +
 	`"circuit_breakers":{"thresholds":[{"max_connections":4294967295,"max_pending_requests":4294967295,` +
@@ -25,13 +25,48 @@ const clusterJSON = `{"@type":"type.googleapis.com/envoy.config.cluster.v3.Clust
 	`"transport_socket":{"name":"envoy.transport_sockets.tls","typed_config":{` +
 	`"@type":"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",` +
 	`"common_tls_context":{` +
-	`"tls_certificate_sds_secret_configs":[{"name":"default","sds_config":{"ads":{},"resource_api_version":"V3"}}],` +
+	`"tls_certificate_sds_secret_configs":[{"name":"default","sds_config":` + sdsGRPC + `}],` +
 	`"combined_validation_context":{"default_validation_context":{"match_subject_alt_names":[{"exact":"spiffe://cluster.local/ns/ns-%[2]d/sa/svc-%[1]d"}]},` +
-	`"validation_context_sds_secret_config":{"name":"ROOTCA","sds_config":{"ads":{},"resource_api_version":"V3"}}}},` +
+	`"validation_context_sds_secret_config":{"name":"ROOTCA","sds_config":` + sdsGRPC + `}}},` +
 	`"sni":"outbound_.8080_._.svc-%[1]d.ns-%[2]d.svc.cluster.local"}}}]}`
+
+// sdsGRPC is where Istio's sidecars get their certificates: the node
+// agent, by the sds-grpc cluster, not the control plane.
+const sdsGRPC = `{"api_config_source":{"api_type":"GRPC","grpc_services":[{"envoy_grpc":{"cluster_name":"sds-grpc"}}]}}`
+
+// endpointsJSON is cluster i's endpoints; %[1]d is its number.
+const endpointsJSON = `{"@type":"type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",` +
+	`"cluster_name":"outbound|8080||svc-%[1]d.ns-%[2]d.svc.cluster.local",` +
+	`"endpoints":[{"locality":{"region":"us-east1","zone":"us-east1-b"},"load_balancing_weight":1,"lb_endpoints":[` +
+	`{"endpoint":{"address":{"socket_address":{"address":"10.%[3]d.%[4]d.%[5]d","port_value":8080}}},` +
+	`"metadata":{"filter_metadata":{"istio":{"workload":"svc-%[1]d-v1;ns-%[2]d;svc-%[1]d;v1;cluster-a"}}},"load_balancing_weight":1}]}]}`
 
 // Cluster returns cluster i as one line of JSON.
 func Cluster(i int) string { return fmt.Sprintf(clusterJSON, i, i%100) }
+
+// Endpoints returns cluster i's endpoints as one line of JSON.
+func Endpoints(i int) string {
+	return fmt.Sprintf(endpointsJSON, i, i%100, i>>16&255, i>>8&255, i&255)
+}
+
+// Mesh writes a JSON array of n resources: n/2 clusters, each followed by
+// its endpoints, a set every client check accepts.
+func Mesh(w io.Writer, n int) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("[\n")
+	for i := range n {
+		if i > 0 {
+			bw.WriteString(",\n")
+		}
+		if i%2 == 0 {
+			bw.WriteString(Cluster(i / 2))
+		} else {
+			bw.WriteString(Endpoints(i / 2))
+		}
+	}
+	bw.WriteString("\n]\n")
+	return bw.Flush()
+}
 
 // Clusters writes a JSON array of n clusters, one a line.
 func Clusters(w io.Writer, n int) error {

@@ -1,0 +1,284 @@
+package refs
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/xdsd/xdsd/constraint"
+)
+
+// Dangling is a reference that does not resolve for some clients.
+type Dangling struct {
+	From *Entry
+	Ref  Ref
+	// Params are the parameter sets, over Keys (a key left out is unset),
+	// whose clients get From but no variant of the target.
+	Params []constraint.Params
+	// Keys are the parameter keys that matter to the reference: those of
+	// From's and the target's variants.
+	Keys []string
+	// More counts parameter sets beyond those listed.
+	More int
+	// NoSuch is true when the set holds no variant of the target at all.
+	NoSuch bool
+	// TP2 is true when the set's variants mention parameters at all, so
+	// that reports say which parameter sets are hit.
+	TP2 bool
+}
+
+// maxParamSets bounds the parameter sets enumerated for one reference, and
+// maxListed those a Dangling lists.
+const (
+	maxParamSets = 4096
+	maxListed    = 8
+)
+
+// String reads "env=prod, version=v2: route tp2 → cluster c-v2: no such
+// cluster".
+func (d Dangling) String() string {
+	var b strings.Builder
+	if d.TP2 {
+		ps := make([]string, len(d.Params))
+		for i, p := range d.Params {
+			ps[i] = describeParams(p, d.Keys)
+		}
+		b.WriteString(strings.Join(ps, "; "))
+		if d.More > 0 {
+			fmt.Fprintf(&b, "; and %d more parameter sets", d.More)
+		}
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "%s %s → %s %s: ", Kind(d.From.Type), d.From.Name, Kind(d.Ref.Type), d.Ref.Name)
+	if d.NoSuch {
+		fmt.Fprintf(&b, "no such %s", Kind(d.Ref.Type))
+	} else {
+		b.WriteString("no variant for these parameters")
+	}
+	return b.String()
+}
+
+// describeParams reads "env=prod, no version": every key that matters,
+// unset ones too; "all parameter sets" when none does.
+func describeParams(p constraint.Params, keys []string) string {
+	var parts []string
+	for _, k := range keys {
+		if v, ok := p[k]; ok && v == anyValue {
+			parts = append(parts, k+" set")
+		} else if ok {
+			parts = append(parts, constraint.Params{k: v}.Key())
+		} else {
+			parts = append(parts, "no "+k)
+		}
+	}
+	if len(parts) == 0 {
+		return "all parameter sets"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// maxVisits bounds the work of Dangling: parameter sets times the
+// resources each reaches.
+const maxVisits = 20_000_000
+
+// Dangling finds every reference that does not resolve, and for whom: for
+// every parameter set the variants tell apart (ParamSets), it follows the
+// references a client with those parameters resolves, from every resource
+// such a client may ask for by itself (one of a type in wildcard, which a
+// client fetches whole, as Envoy does listeners and clusters, or one
+// nothing in the set references), and reports each reference that leads
+// to no variant. A reference is reported once, with every parameter set
+// (over the keys that matter to it) that hits it.
+func (s *Set) Dangling(wildcard ...string) []Dangling {
+	referenced := map[group]bool{}
+	for _, e := range s.order {
+		for _, r := range e.Refs {
+			referenced[group{r.Type, r.Name}] = true
+		}
+	}
+	isWild := map[string]bool{}
+	for _, t := range wildcard {
+		isWild[t] = true
+	}
+	var roots []group
+	for g := range s.groups {
+		if isWild[g.typ] || !referenced[g] {
+			roots = append(roots, g)
+		}
+	}
+	sort.Slice(roots, func(i, j int) bool {
+		if roots[i].typ != roots[j].typ {
+			return roots[i].typ < roots[j].typ
+		}
+		return roots[i].name < roots[j].name
+	})
+
+	type edge struct {
+		from *Entry
+		ref  int
+	}
+	found := map[edge]*Dangling{}
+	var order []edge
+	seen := map[string]bool{} // per edge: parameter sets already listed
+	visits := 0
+	tp2 := len(s.values) > 0
+	for _, p := range s.ParamSets() {
+		reached := map[*Entry]bool{}
+		var visit func(e *Entry)
+		visit = func(e *Entry) {
+			if reached[e] || visits > maxVisits {
+				return
+			}
+			reached[e] = true
+			visits++
+			for i, r := range e.Refs {
+				if !s.Follows(r.Name) {
+					continue
+				}
+				if t := s.Pick(r.Type, r.Name, p); t != nil {
+					visit(t)
+					continue
+				}
+				k := edge{e, i}
+				d := found[k]
+				if d == nil {
+					d = &Dangling{From: e, Ref: r, NoSuch: !s.Has(r.Type, r.Name), TP2: tp2, Keys: s.keysOf(e, r)}
+					found[k] = d
+					order = append(order, k)
+				}
+				q := restrict(p, d.Keys)
+				id := fmt.Sprintf("%p/%d/%s", e, i, q.Key())
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				if len(d.Params) < maxListed {
+					d.Params = append(d.Params, q)
+				} else {
+					d.More++
+				}
+			}
+		}
+		for _, g := range roots {
+			if e := s.Pick(g.typ, g.name, p); e != nil {
+				visit(e)
+			}
+		}
+	}
+	out := make([]Dangling, len(order))
+	for i, k := range order {
+		out[i] = *found[k]
+	}
+	return out
+}
+
+// keysOf lists the keys that matter to a reference: those of the
+// referring variant and of the target's variants.
+func (s *Set) keysOf(e *Entry, r Ref) []string {
+	keys := e.Constraints.Keys()
+	for _, t := range s.Variants(r.Type, r.Name) {
+		keys = append(keys, t.Constraints.Keys()...)
+	}
+	sort.Strings(keys)
+	return slices.Compact(keys)
+}
+
+// restrict keeps the keys of p among keys.
+func restrict(p constraint.Params, keys []string) constraint.Params {
+	q := constraint.Params{}
+	for _, k := range keys {
+		if v, ok := p[k]; ok {
+			q[k] = v
+		}
+	}
+	return q
+}
+
+// anyValue stands for a key that is set, to a value no constraint
+// compares it with (a key only tested with exists()).
+const anyValue = "\x00any"
+
+// combinations calls f with each parameter set over keys: each key unset
+// or set to a value the set mentions for it (or, for a key only tested
+// with exists(), some value). It stops at maxParamSets.
+func (s *Set) combinations(keys map[string]bool, f func(constraint.Params)) {
+	ks := make([]string, 0, len(keys))
+	for k := range keys {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	choices := make([][]string, len(ks))
+	for i, k := range ks {
+		for v := range s.values[k] {
+			choices[i] = append(choices[i], v)
+		}
+		sort.Strings(choices[i])
+		if len(choices[i]) == 0 {
+			choices[i] = []string{anyValue}
+		}
+	}
+	n := 0
+	p := constraint.Params{}
+	var rec func(i int)
+	rec = func(i int) {
+		if n >= maxParamSets {
+			return
+		}
+		if i == len(ks) {
+			n++
+			q := make(constraint.Params, len(p))
+			for k, v := range p {
+				q[k] = v
+			}
+			f(q)
+			return
+		}
+		rec(i + 1) // unset
+		for _, v := range choices[i] {
+			p[ks[i]] = v
+			rec(i + 1)
+			delete(p, ks[i])
+		}
+	}
+	rec(0)
+}
+
+// ParamSets lists every combination of the values the set's variants
+// mention (each key unset too), the empty set first: the parameter sets
+// the set's variants tell apart. It stops at maxParamSets.
+func (s *Set) ParamSets() []constraint.Params {
+	keys := map[string]bool{}
+	for k := range s.values {
+		keys[k] = true
+	}
+	var out []constraint.Params
+	s.combinations(keys, func(p constraint.Params) { out = append(out, p) })
+	return out
+}
+
+// Uncovered lists the parameter sets (over the keys of the resource's
+// variants) for which a resource has no variant: a client sending them is
+// told it does not exist. Nil when the set holds no variant of it.
+func (s *Set) Uncovered(typeURL, name string) []constraint.Params {
+	vs := s.Variants(typeURL, name)
+	if len(vs) == 0 {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, v := range vs {
+		for _, k := range v.Constraints.Keys() {
+			keys[k] = true
+		}
+	}
+	var out []constraint.Params
+	s.combinations(keys, func(p constraint.Params) {
+		for _, v := range vs {
+			if v.Constraints.Match(p) {
+				return
+			}
+		}
+		out = append(out, p)
+	})
+	return out
+}
