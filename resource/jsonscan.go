@@ -2,6 +2,7 @@ package resource
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -75,16 +76,15 @@ func skipValue(js []byte, i int) int {
 	return i
 }
 
-// unquote returns the text of the JSON string starting at js[i].
+// unquote returns the text of the JSON string starting at js[i], with
+// JSON's escapes (\/ and surrogate pairs included).
 func unquote(js []byte, i int) string {
 	end := skipString(js, i)
 	s := js[i+1 : end-1]
-	for _, c := range s {
-		if c == '\\' {
-			if u, err := strconv.Unquote(string(js[i:end])); err == nil {
-				return u
-			}
-			break
+	if bytes.IndexByte(s, '\\') >= 0 {
+		var u string
+		if json.Unmarshal(js[i:end], &u) == nil {
+			return u
 		}
 	}
 	return string(s)

@@ -154,7 +154,16 @@ func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *nack.Che
 	for key := range s.byKey {
 		keys = append(keys, key)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Constraints < b.Constraints
+	})
 	for _, key := range keys {
 		k.AddStored(s.byKey[key])
 	}

@@ -215,3 +215,27 @@ cluster_type:
 		t.Errorf("chain:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// Uncovered lists the parameter sets a resource's variants leave without
+// a variant (the guard rail an apply or delete can show); a key tested
+// only for existence stands for every value.
+func TestUncovered(t *testing.T) {
+	s := set(t, `name: c
+constraints: exists(region) && env=prod
+resource: {"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment}
+---
+name: c
+constraints: "!exists(region) && env=prod"
+resource: {"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment}
+`)
+	var got []string
+	for _, p := range s.Uncovered(resource.EndpointURL, "c") {
+		got = append(got, describeParams(p, []string{"env", "region"}))
+	}
+	if want := "no env, no region; no env, region set"; strings.Join(got, "; ") != want {
+		t.Errorf("uncovered: %s, want %s", strings.Join(got, "; "), want)
+	}
+	if s.Uncovered(resource.EndpointURL, "nothing") != nil {
+		t.Error("a resource with no variants has no gaps to report")
+	}
+}
