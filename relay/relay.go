@@ -13,13 +13,22 @@ import (
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/rolehook"
 	"github.com/xdsd/xdsd/resource"
 )
 
 // Options configure a Relay.
 type Options struct {
-	Client   client.Options
-	Protocol protocol.Options
+	// Client configures the upstream client (its node, timeouts).
+	Client client.Options
+	// MaxSubscriptions bounds the names one downstream stream may
+	// subscribe to, all types together (default 100000).
+	MaxSubscriptions int
+	// RequestRate is the sustained requests per second one downstream
+	// stream may send and RequestBurst the burst above it (defaults 100/s
+	// and 1000).
+	RequestRate  float64
+	RequestBurst int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
@@ -38,7 +47,9 @@ type Relay struct {
 }
 
 // New starts a relay of the upstreams in b (federation: each authority's
-// servers). Register it on a gRPC server made with protocol.ServerCodec().
+// servers). Register it on a gRPC server made with
+// server.GRPCServerOptions(): a relay sends responses encoded once for all
+// its downstream clients, as a server does.
 func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -58,8 +69,8 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 		return nil, err
 	}
 	r.client, r.cache = c, cache
-	po := o.Protocol
-	po.Logger, po.Registerer = o.Logger, o.Registerer
+	po := protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
+		Logger: o.Logger, Registerer: o.Registerer}
 	r.proto = protocol.NewCacheServer(cache, po, p)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(r.hits, r.misses, &upstreamCollector{c: c})
@@ -105,8 +116,13 @@ func (r *Relay) Close() {
 	r.client.Close()
 }
 
-// Clients reports the downstream streams.
-func (r *Relay) Clients() []protocol.Client { return r.proto.Clients() }
+// clients reports the downstream streams, for cmd/xdsd's admin API
+// (through rolehook).
+func (r *Relay) clients() []protocol.Client { return r.proto.Clients() }
+
+func init() {
+	rolehook.RelayClients = func(r any) []protocol.Client { return r.(*Relay).clients() }
+}
 
 // Upstreams reports the upstream streams.
 func (r *Relay) Upstreams() []client.Upstream { return r.client.Upstreams() }

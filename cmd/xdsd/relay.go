@@ -12,6 +12,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/rolehook"
 	"github.com/xdsd/xdsd/relay"
 )
 
@@ -78,13 +79,13 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 		return err
 	}
 	reg := newRegistry()
-	r, err := relay.New(b, relay.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
+	r, err := relay.New(b, relay.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst})
 	if err != nil {
 		return err
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
-		Clients:  func() any { return r.Clients() },
+		Clients:  func() any { return rolehook.RelayClients(r) },
 		Upstream: func() any { return r.Upstreams() },
 	}))
 	if err != nil {
