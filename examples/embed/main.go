@@ -1,4 +1,4 @@
-// Command embed is an xDS control plane in forty lines of Go: it serves a
+// Command embed is an xDS control plane in a page of Go: it serves a
 // toy service registry — a directory of YAML files, one per service — to
 // proxyless gRPC clients and Envoy, through xdsd's embedding API (package
 // server) and nothing else of xdsd.

@@ -1,6 +1,6 @@
 // Package apicheck holds the test that keeps the public API public: no
 // exported identifier of a public package may mention a type from
-// internal/ (docs/architecture.md §8), or a Go user could not name, build
+// internal/ (docs/architecture.md §3), or a Go user could not name, build
 // or implement what the API asks of them.
 package apicheck
 
