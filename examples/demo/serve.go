@@ -7,13 +7,9 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/grpc"
 
-	"github.com/xdsd/xdsd/internal/origin"
-	"github.com/xdsd/xdsd/internal/protocol"
-	"github.com/xdsd/xdsd/internal/store"
-	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
 )
 
 // serve loads the example, points its endpoints at the backends (the
@@ -24,7 +20,7 @@ func serve(ctx context.Context, dir string, backends map[string]int, log *slog.L
 	if err != nil {
 		return "", nil, err
 	}
-	var b store.Batch
+	var b server.Batch
 	for _, d := range docs {
 		v := d.Variant
 		if cla, ok := d.Message.(*endpointv3.ClusterLoadAssignment); ok {
@@ -46,32 +42,19 @@ func serve(ctx context.Context, dir string, backends map[string]int, log *slog.L
 		}
 		b.Puts = append(b.Puts, v)
 	}
-	st := mem.New()
-	if _, err := st.Apply(ctx, b); err != nil {
-		st.Close()
+	srv, err := server.New(server.Options{Logger: log})
+	if err != nil {
 		return "", nil, err
 	}
-	srv := origin.New(st, origin.Options{Logger: log})
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(runCtx) }()
-	if err := srv.WaitRev(ctx, st.Rev()); err != nil {
-		cancel()
+	if _, err := srv.Apply(ctx, b); err != nil {
+		srv.Close()
 		return "", nil, err
 	}
 	lis, _, err := freePort()
 	if err != nil {
-		cancel()
+		srv.Close()
 		return "", nil, err
 	}
-	g := grpc.NewServer(protocol.ServerCodec())
-	srv.Register(g)
-	go g.Serve(lis)
-	return lis.Addr().String(), func() {
-		srv.Close()
-		g.Stop()
-		cancel()
-		<-done
-		st.Close()
-	}, nil
+	go srv.Serve(lis)
+	return lis.Addr().String(), func() { srv.Close() }, nil
 }
