@@ -3,9 +3,9 @@
 // proxyless gRPC clients and Envoy, through xdsd's embedding API (package
 // server) and nothing else of xdsd.
 //
-//	go run ./examples/embed -dir examples/embed/services -addr 127.0.0.1:18000
+//	go run ./examples/embed -dir services -addr 127.0.0.1:18000
 //
-// A service file says where a service runs:
+// A service file (services/greeter.yaml) says where a service runs:
 //
 //	name: greeter
 //	port: 50051
