@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +160,71 @@ func waitKind(t *testing.T, events chan client.Event, k client.EventKind) {
 		case <-deadline:
 			t.Fatalf("no %v event", k)
 		}
+	}
+}
+
+// One TP2 variant is deleted by its constraints; the others stay. A
+// server on a bolt file serves, after a restart, the versions it served
+// before.
+func TestDeleteVariantAndRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	st, err := server.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Options{Store: st, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var b server.Batch
+	for _, env := range []string{"prod", "test"} {
+		if err := b.Put("c", cluster(time.Second), constraint.Value("env", env)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	r, err := srv.Apply(ctx, server.Batch{Deletes: []server.Delete{{Type: resource.ClusterURL, Name: "c", Constraints: constraint.Value("env", "test")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Deletes) != 1 || r.Deletes[0].Constraints != constraint.Value("env", "test").Key() || r.Rev != 2 {
+		t.Fatalf("delete of one variant: %+v", r)
+	}
+	srv.Close()
+	st.Close()
+
+	st, err = server.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err = server.New(server.Options{Store: st, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	c := newClient(lis.Addr().String(), map[string]string{"env": "prod"})
+	defer c.Close()
+	events := make(chan client.Event, 16)
+	stop, err := c.Watch(ctx, resource.ClusterURL, "c", func(e client.Event) { events <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	select {
+	case e := <-events:
+		if e.Kind != client.Updated || !strings.HasPrefix(e.Variant.Version, "1-") || e.Variant.Constraints.Key() != constraint.Value("env", "prod").Key() {
+			t.Fatalf("after restart: %v %v %v", e.Kind, e.Variant.Version, e.Variant.Constraints)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no value after restart")
 	}
 }
