@@ -246,3 +246,46 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 		t.Logf("round %d: killed after ack %d; reopened at rev %d", round, acked, rev)
 	}
 }
+
+func TestHistoryCompaction(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{History: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Compaction(t, s, 3)
+}
+
+// History is in the file: after a restart the records and the states of
+// past revisions are as they were.
+func TestHistorySurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		b := store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", strconv.Itoa(i))}, Audit: store.Audit{Who: "u" + strconv.Itoa(i)}}
+		if _, err := s.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.StateAt(ctx, 1, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	defer s.Close()
+	after, err := s.StateAt(ctx, 1, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 1 || len(after) != 1 || after[0].Version != "1" || string(after[0].Body()) != string(before[0].Body()) {
+		t.Fatalf("state at 1 after reopen: %v, before %v", after, before)
+	}
+	l, err := s.Revisions(ctx, store.HistoryQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Revisions) != 3 || l.Revisions[0].Audit.Who != "u3" || l.Revisions[2].Audit.Who != "u1" {
+		t.Fatalf("records after reopen: %+v", l.Revisions)
+	}
+}
