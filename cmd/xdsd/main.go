@@ -34,6 +34,9 @@ func commands() []command {
 		{"get", "print what a client with given parameters gets from a server", runGet},
 		{"watch", "print every update a client with given parameters gets, until interrupted", runWatch},
 		{"status", "for each connected client, what it ACKed or NACKed, per type, with a summary", runStatus},
+		{"history", "the revisions of the store, newest first: when, who, what changed", runHistory},
+		{"diff", "what changed between two revisions, variant by variant, as a diff of the YAML", runDiff},
+		{"rollback", "restore the state of an earlier revision, as a new revision", runRollback},
 		{"version", "print the version and VCS revision xdsd was built from", runVersion},
 	}
 }

@@ -59,6 +59,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger logs applies and deletes.
 	Logger *slog.Logger
+	// Identity, when set, names the writer of a request for the audit
+	// record of what it changes (an admin token's name, a client
+	// certificate's identity), or "".
+	Identity func(*http.Request) string
 	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
 	// zero): xdsd serve --max-batch-bytes.
 	MaxBatchBytes int64
@@ -87,6 +91,9 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/apply", gate.admit(a.apply))
 	mux.HandleFunc("DELETE /v1/resources", gate.admit(a.delete))
 	mux.HandleFunc("GET /v1/clients", a.clients)
+	mux.HandleFunc("GET /v1/history", a.history)
+	mux.HandleFunc("GET /v1/diff", a.diff)
+	mux.HandleFunc("POST /v1/rollback", gate.admit(a.rollback))
 	// Go's profiler, for an operator chasing CPU or memory.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -380,6 +387,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	docs, findings := len(b.batch.Puts), b.findings
+	b.batch.Audit = a.audit(r, "apply")
 	res, err := a.o.Store.Apply(r.Context(), b.batch)
 	b = nil // a large batch is the store's (and the server's) now
 	if err != nil {
@@ -446,7 +454,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
 	}
-	res, err := a.o.Store.Apply(r.Context(), store.Batch{Deletes: []store.Delete{d}})
+	res, err := a.o.Store.Apply(r.Context(), store.Batch{Deletes: []store.Delete{d}, Audit: a.audit(r, "delete")})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
