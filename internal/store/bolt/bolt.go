@@ -205,14 +205,40 @@ func walk(db *bbolt.DB, path string) error {
 		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return visit(b, 0) }); err != nil {
 			return err
 		}
-		// Every stored variant decodes and passes its checksum.
+		// Every stored variant, current or kept for history, decodes and
+		// passes its checksum, and so does every revision record.
 		if res := tx.Bucket(bucketRes); res != nil {
-			return res.ForEach(func(k, v []byte) error {
+			err := res.ForEach(func(k, v []byte) error {
 				key, err := splitKey(k)
 				if err != nil {
 					return err
 				}
 				_, err = decodeRecord(key, v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if undo := tx.Bucket(bucketUndo); undo != nil {
+			err := undo.ForEach(func(k, v []byte) error {
+				if len(k) < 8 {
+					return fmt.Errorf("corrupt history key %q", k)
+				}
+				key, err := splitKey(k[8:])
+				if err != nil {
+					return err
+				}
+				_, err = decodeRecord(key, v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if revs := tx.Bucket(bucketRevs); revs != nil {
+			return revs.ForEach(func(k, v []byte) error {
+				_, err := openRevision(k, v)
 				return err
 			})
 		}
@@ -565,7 +591,7 @@ func putHistory(tx *bbolt.Tx, rev int64, a store.Audit, p store.Plan) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketRevs).Put(u64(uint64(rev)), rec); err != nil {
+	if err := tx.Bucket(bucketRevs).Put(u64(uint64(rev)), sealRevision(rev, rec)); err != nil {
 		return err
 	}
 	undo := tx.Bucket(bucketUndo)
@@ -579,6 +605,30 @@ func putHistory(tx *bbolt.Tx, rev int64, a store.Audit, p store.Plan) error {
 		}
 	}
 	return nil
+}
+
+// sealRevision appends to a revision record the CRC-32C of its revision
+// and bytes, as every variant record has one: a damaged record is
+// refused, never shown as history or restored from.
+func sealRevision(rev int64, rec []byte) []byte {
+	return binary.BigEndian.AppendUint32(rec, crc32.Update(crc32.Checksum(u64(uint64(rev)), castagnoli), castagnoli, rec))
+}
+
+// openRevision checks and decodes a sealed revision record.
+func openRevision(k, v []byte) (store.Revision, error) {
+	rev := getU64(k)
+	if len(v) < 4 {
+		return store.Revision{}, fmt.Errorf("damaged record of revision %d: %d bytes", rev, len(v))
+	}
+	rec, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, rec) != sum {
+		return store.Revision{}, fmt.Errorf("damaged record of revision %d: checksum mismatch", rev)
+	}
+	r, err := store.UnmarshalRevision(rec)
+	if err != nil {
+		return store.Revision{}, fmt.Errorf("revision %d: %w", rev, err)
+	}
+	return r, nil
 }
 
 // oldest is the oldest revision whose state the file can give.
@@ -610,9 +660,9 @@ func (s *Store) Revisions(ctx context.Context, q store.HistoryQuery) (store.Revi
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r, err := store.UnmarshalRevision(v)
+				r, err := openRevision(k, v)
 				if err != nil {
-					return fmt.Errorf("revision %d: %w", getU64(k), err)
+					return err
 				}
 				if !q.Wants(r.Rev, len(out.Revisions)) {
 					continue
@@ -670,9 +720,9 @@ func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*reso
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r, err := store.UnmarshalRevision(v)
+				r, err := openRevision(k, v)
 				if err != nil {
-					return fmt.Errorf("revision %d: %w", getU64(k), err)
+					return err
 				}
 				err = w.Undo(r, func(key resource.Key) (*resource.Variant, error) {
 					b := undo.Get(append(u64(uint64(r.Rev)), resKey(key)...))
