@@ -76,9 +76,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(args[1:], stdout, stderr)
 		var ue usageError
+		var ee exitError
 		switch {
 		case err == nil:
 			return 0
+		case errors.As(err, &ee):
+			fmt.Fprintf(stderr, "xdsd %s: %v\n", c.name, err)
+			return ee.code
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.As(err, &ue):

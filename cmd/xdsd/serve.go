@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/mem"
@@ -121,6 +122,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded, Owner: watchOwner(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Clients:       func() any { return srv.Clients() },
+		Rollout: func(rev int64, changes []store.Change) rollout.Report {
+			return rollout.Status(srv.Clients(), rev, changes)
+		},
 	}))
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/nack"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	// record of what it changes (an admin token's name, a client
 	// certificate's identity), or "".
 	Identity func(*http.Request) string
+	// Rollout reports which clients the changes of revision rev concern,
+	// and what each answered: GET /v1/rollout (xdsd apply --wait).
+	Rollout func(rev int64, changes []store.Change) rollout.Report
 	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
 	// zero): xdsd serve --max-batch-bytes.
 	MaxBatchBytes int64
@@ -93,6 +97,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/clients", a.clients)
 	mux.HandleFunc("GET /v1/history", a.history)
 	mux.HandleFunc("GET /v1/diff", a.diff)
+	mux.HandleFunc("GET /v1/rollout", a.rollout)
 	mux.HandleFunc("POST /v1/rollback", gate.admit(a.rollback))
 	// Go's profiler, for an operator chasing CPU or memory.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

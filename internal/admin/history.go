@@ -1,11 +1,13 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -319,4 +321,67 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 	a.o.Logger.Info("rolled back", "to", rev, "revision", res.Rev, "changed", len(res.Puts), "deleted", len(res.Deletes))
 	a.waitServed(r.Context(), res.Rev)
 	writeJSON(w, http.StatusOK, RollbackResult{ApplyResult: result(res), To: rev})
+}
+
+// maxRolloutWait bounds the wait of one GET /v1/rollout.
+const maxRolloutWait = time.Hour
+
+// rolloutPoll is how often a rollout being waited for is recomputed.
+const rolloutPoll = 100 * time.Millisecond
+
+// rollout answers GET /v1/rollout?rev=N[&wait=DURATION]: which connected
+// clients revision N concerns and whether each has ACKed or NACKed it
+// (internal/rollout). With wait, it answers once no concerned client is
+// pending, or when the wait is over: xdsd apply --wait.
+func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
+	if !a.storeOr(w) {
+		return
+	}
+	if a.o.Rollout == nil {
+		writeError(w, http.StatusNotFound, errors.New("this process does not follow rollouts"))
+		return
+	}
+	rev, err := intParam(r, "rev", -1)
+	if err == nil && rev <= 0 {
+		err = errors.New("rev: missing (the revision whose rollout to follow)")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait"); s != "" {
+		if wait, err = time.ParseDuration(s); err != nil || wait < 0 || wait > maxRolloutWait {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("wait=%q: want a duration from 0 to %v", s, maxRolloutWait))
+			return
+		}
+	}
+	l, err := a.o.Store.Revisions(r.Context(), store.HistoryQuery{Before: rev + 1, Limit: 1})
+	if err != nil {
+		historyError(w, err)
+		return
+	}
+	if len(l.Revisions) == 0 || l.Revisions[0].Rev != rev {
+		historyError(w, store.CheckStateAt(rev, l.Rev, l.Oldest))
+		return
+	}
+	changes := l.Revisions[0].Changes
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	tick := time.NewTicker(rolloutPoll)
+	defer tick.Stop()
+	for {
+		rep := a.o.Rollout(rev, changes)
+		if rep.Done {
+			writeJSON(w, http.StatusOK, rep)
+			return
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-ctx.Done():
+		}
+		writeJSON(w, http.StatusOK, a.o.Rollout(rev, changes))
+		return
+	}
 }
