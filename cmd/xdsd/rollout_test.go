@@ -28,7 +28,7 @@ func clusters(a, member string) string {
 }
 
 type applyOutcome struct {
-	code             int
+	code           int
 	stdout, stderr string
 }
 
