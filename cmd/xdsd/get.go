@@ -44,6 +44,7 @@ type getFlags struct {
 	serverSet                         bool
 	delta                             bool
 	deltaSet                          bool
+	follow                            bool
 	params                            paramFlags
 	timeout                           time.Duration
 }
@@ -66,6 +67,10 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 			"while the server cannot be reached, watch says so on stderr every few seconds and keeps retrying"
 	}
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, timeoutHelp)
+	if cmd == "get" {
+		fs.BoolVar(&f.follow, "follow", false, "follow references as a client does (listener → routes → clusters → endpoints, secrets, "+
+			"extension configs, across authorities) and print the whole chain as one document; a dangling reference fails get")
+	}
 	return fs, f
 }
 
@@ -386,6 +391,9 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	f, typ, names, err := parseGet("get", args, stdout)
 	if err != nil {
 		return err
+	}
+	if f.follow {
+		return runFollow(f, typ, names, stdout, stderr)
 	}
 	// No does-not-exist timer: a name the server has not answered when
 	// --timeout passes is reported as unanswered, not as absent (which

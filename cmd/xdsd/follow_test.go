@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// get --follow resolves the chain a client would, from a listener down to
+// endpoints, for the client's TP2 parameters, and names a dangling
+// reference.
+func TestGetFollow(t *testing.T) {
+	xds, adm := startServe(t, "--watch", "../../examples/quickstart")
+	code, out, errOut := runCmd(t, "get", "--server", xds, "--follow", "-o", "json", "lds", "quickstart")
+	if code != 0 {
+		t.Fatalf("get --follow lds quickstart: %d\n%s%s", code, out, errOut)
+	}
+	var ch Chain
+	if err := json.Unmarshal([]byte(out), &ch); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range ch.Resources {
+		got = append(got, r.Type+" "+r.Name+" <- "+r.From)
+	}
+	want := []string{
+		"envoy.config.listener.v3.Listener quickstart <- ",
+		"envoy.config.route.v3.RouteConfiguration quickstart <- listener quickstart: api_listener.api_listener.rds.route_config_name",
+		"envoy.config.cluster.v3.Cluster quickstart <- route quickstart: virtual_hosts[0].routes[0].route.cluster",
+		"envoy.config.endpoint.v3.ClusterLoadAssignment quickstart <- cluster quickstart: name",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(ch.Dangling) != 0 {
+		t.Errorf("chain:\n%s\nwant\n%s\ndangling %v", strings.Join(got, "\n"), strings.Join(want, "\n"), ch.Dangling)
+	}
+
+	// A route naming a cluster that does not exist.
+	route := "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: broken\n" +
+		"virtual_hosts: [{name: v, domains: ['*'], routes: [{match: {prefix: ''}, route: {cluster: nowhere}}]}]\n"
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", writeFile(t, t.TempDir(), "r.yaml", route)); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut = runCmd(t, "get", "--server", xds, "--follow", "--timeout", "5s", "rds", "broken")
+	if code != 1 || !strings.Contains(errOut, "route broken: virtual_hosts[0].routes[0].route.cluster → cluster nowhere: does-not-exist") ||
+		!strings.Contains(out, "dangling:") || !strings.Contains(out, "name: broken") {
+		t.Errorf("dangling cluster: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// The TP2 example: the chain depends on the client's parameters.
+func TestGetFollowTP2(t *testing.T) {
+	xds, _ := startServe(t, "--watch", "../../examples/tp2-variants")
+	for params, cluster := range map[string]string{"env=prod": "tp2-prod", "env=test": "tp2-default"} {
+		code, out, errOut := runCmd(t, "get", "--server", xds, "--follow", "--param", params, "--param", "version=v2", "rds", "tp2")
+		if code != 0 || !strings.Contains(out, "name: "+cluster+"\n") || !strings.Contains(out, "type: envoy.config.endpoint.v3.ClusterLoadAssignment") {
+			t.Errorf("%s: %d\n%s%s", params, code, out, errOut)
+		}
+	}
+}
