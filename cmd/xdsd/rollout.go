@@ -54,7 +54,7 @@ func waitRollout(addr string, rev int64, timeout time.Duration, w io.Writer) err
 // printRollout prints a rollout summary: counts, then the NACKs with
 // their reasons, then the clients that did not answer.
 func printRollout(w io.Writer, rep rollout.Report, timeout time.Duration) {
-	total := rep.Acked + rep.Nacked + rep.Pending
+	total := rep.Acked + rep.Nacked + rep.Pending + rep.Unserved
 	if total == 0 {
 		fmt.Fprintf(w, "rollout of revision %d: no connected client subscribes to what changed\n", rep.Revision)
 		return
@@ -63,9 +63,17 @@ func printRollout(w io.Writer, rep rollout.Report, timeout time.Duration) {
 	if rep.Pending > 0 {
 		fmt.Fprintf(w, " after %v", timeout)
 	}
+	if rep.Unserved > 0 {
+		fmt.Fprintf(w, ", %d left without a variant (SotW: sent nothing, keeps its copy)", rep.Unserved)
+	}
 	fmt.Fprintln(w)
 	es := append([]rollout.Entry(nil), rep.Entries...)
 	sort.SliceStable(es, func(i, j int) bool { return es[i].Node < es[j].Node })
+	for _, e := range es {
+		if len(e.NoVariant) > 0 {
+			fmt.Fprintf(w, "  NO VARIANT %s %s (%s) %s: nothing matches its parameters now (told it does not exist)\n", short(e.Type), e.Node, e.Address, strings.Join(e.NoVariant, ", "))
+		}
+	}
 	for _, state := range []string{rollout.Nacked, rollout.Pending} {
 		for _, e := range es {
 			if e.State != state {

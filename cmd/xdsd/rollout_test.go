@@ -128,3 +128,50 @@ func TestApplyWait(t *testing.T) {
 		t.Errorf("unchanged apply --wait: %d %s", code, out)
 	}
 }
+
+// The TP2 guard rail: a delete or apply after which a resource still has
+// variants, but none for the parameters a connected client subscribes
+// with, is refused before it happens, naming the client; --force does it,
+// and apply --wait then says which client was left without a variant.
+func TestGuardStrandedClients(t *testing.T) {
+	xds, adm := startServe(t)
+	dir := t.TempDir()
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "r.yaml", routes("p1", "t1"))); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	test := protocoltest.NewSotW(t, conn, protocoltest.Node("test-1", map[string]string{"env": "test"}))
+	test.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	test.Ack(test.Recv(), "r")
+	waitUntil(t, "the server lists the subscription", func() bool {
+		code, out, _ := runCmd(t, "status", "--admin", adm)
+		return code == 0 && strings.Contains(out, "rds: 1/1 synced")
+	})
+
+	code, _, errOut := runCmd(t, "delete", "--admin", adm, "rds", "r", "--constraints", "env=test")
+	if code != 1 || !strings.Contains(errOut, "1 client is subscribed to a resource with parameters that a variant matches now and none would after") ||
+		!strings.Contains(errOut, "envoy.config.route.v3.RouteConfiguration r: client test-1 (127.0.0.1:") || !strings.Contains(errOut, "with env=test") {
+		t.Errorf("delete of the variant a client uses: exit %d\n%s", code, errOut)
+	}
+	prodOnly := routes("p1", "t1")[:strings.Index(routes("p1", "t1"), "---")]
+	if code, _, errOut = runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "r.yaml", prodOnly)); code != 1 || !strings.Contains(errOut, "client test-1") {
+		t.Errorf("apply dropping the variant a client uses: exit %d\n%s", code, errOut)
+	}
+	// Variants the client does not use change freely.
+	if code, _, errOut = runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "r.yaml", routes("p2", "t1"))); code != 0 {
+		t.Errorf("apply changing another variant: %s", errOut)
+	}
+
+	// Over SotW nothing is sent for a route configuration that no longer
+	// exists for the client: apply --wait does not wait for an answer
+	// that cannot come, and says what happened.
+	code, out, errOut := runCmd(t, "apply", "--admin", adm, "--force", "--wait", "--wait-timeout", "20s", "-f", writeFile(t, dir, "r.yaml", prodOnly))
+	if code != 0 || !strings.Contains(out, "0 not answered, 1 left without a variant") || !strings.Contains(out, "NO VARIANT rds test-1") ||
+		!strings.Contains(out, "r: nothing matches its parameters now") {
+		t.Errorf("forced apply --wait: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -123,7 +124,10 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		MaxBatchBytes: f.maxBatchBytes,
 		Clients:       func() any { return srv.Clients() },
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
-			return rollout.Status(srv.Clients(), rev, changes)
+			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {
+				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})
+				return vs
+			})
 		},
 	}))
 	if err != nil {

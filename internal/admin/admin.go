@@ -391,6 +391,9 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err)
 		return
 	}
+	if !a.guard(w, r, b.batch) {
+		return
+	}
 	docs, findings := len(b.batch.Puts), b.findings
 	b.batch.Audit = a.audit(r, "apply")
 	res, err := a.o.Store.Apply(r.Context(), b.batch)
@@ -411,6 +414,26 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		out.Findings = append(out.Findings, findingError(f))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// guard refuses (409) a batch that would strand connected clients, unless
+// forced; it reports whether the batch may go ahead.
+func (a *api) guard(w http.ResponseWriter, r *http.Request, b store.Batch) bool {
+	err := a.stranded(r.Context(), b)
+	if err == nil {
+		return true
+	}
+	var se *StrandedError
+	if !errors.As(err, &se) {
+		writeError(w, http.StatusInternalServerError, err)
+		return false
+	}
+	if r.URL.Query().Get("force") == "true" {
+		a.o.Logger.Warn("forced past the guard: clients left without a variant", "clients", len(se.Clients)+se.More)
+		return true
+	}
+	writeError(w, http.StatusConflict, err)
+	return false
 }
 
 // servedWait bounds how long an apply waits for its revision to be served;
@@ -459,7 +482,11 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
 	}
-	res, err := a.o.Store.Apply(r.Context(), store.Batch{Deletes: []store.Delete{d}, Audit: a.audit(r, "delete")})
+	batch := store.Batch{Deletes: []store.Delete{d}, Audit: a.audit(r, "delete")}
+	if !a.guard(w, r, batch) {
+		return
+	}
+	res, err := a.o.Store.Apply(r.Context(), batch)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return

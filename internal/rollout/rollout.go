@@ -35,36 +35,50 @@ const (
 	Acked   = "acked"
 	Nacked  = "nacked"
 	Pending = "pending" // not answered yet
+	// Unserved is a SotW stream left with no variant of a route
+	// configuration or endpoints it subscribes to: SotW has no word for
+	// that (docs/protocol.md §2.8), so nothing is sent and nothing is
+	// waited for; the client keeps what it had.
+	Unserved = "unserved"
 )
 
 // Entry is one concerned stream's answer for one type.
 type Entry struct {
-	ID       uint64            `json:"id"`
-	Node     string            `json:"node_id"`
-	Address  string            `json:"address"`
-	Params   map[string]string `json:"node_params,omitempty"`
-	Type     string            `json:"type"`
-	State    string            `json:"state"`
-	Version  string            `json:"version,omitempty"` // ACKed or NACKed
-	Error    string            `json:"error,omitempty"`   // the NACK's reason
-	Changed  []string          `json:"changed"`           // the changed names it is concerned by
-	Identity string            `json:"identity,omitempty"`
+	ID      uint64            `json:"id"`
+	Node    string            `json:"node_id"`
+	Address string            `json:"address"`
+	Params  map[string]string `json:"node_params,omitempty"`
+	Type    string            `json:"type"`
+	State   string            `json:"state"`
+	Version string            `json:"version,omitempty"` // ACKed or NACKed
+	Error   string            `json:"error,omitempty"`   // the NACK's reason
+	Changed []string          `json:"changed"`           // the changed names it is concerned by
+	// NoVariant lists the changed names the stream subscribes to and
+	// holds no variant of: after the change, nothing matches it (it was
+	// told the resource does not exist).
+	NoVariant []string `json:"no_variant,omitempty"`
+	Identity  string   `json:"identity,omitempty"`
 }
 
 // Report is the state of a revision's rollout.
 type Report struct {
 	Revision int64 `json:"revision"`
 	// Done means no concerned stream is pending.
-	Done    bool    `json:"done"`
-	Acked   int     `json:"acked"`
-	Nacked  int     `json:"nacked"`
-	Pending int     `json:"pending"`
-	Entries []Entry `json:"clients"`
+	Done    bool `json:"done"`
+	Acked   int  `json:"acked"`
+	Nacked  int  `json:"nacked"`
+	Pending int  `json:"pending"`
+	// Unserved counts streams in state Unserved.
+	Unserved int     `json:"unserved,omitempty"`
+	Entries  []Entry `json:"clients"`
 }
 
+// Lookup returns the current variants of a resource.
+type Lookup func(typeURL, name string) []*resource.Variant
+
 // Status computes the rollout of revision rev, whose changes are
-// changes, over the streams clients.
-func Status(clients []protocol.Client, rev int64, changes []store.Change) Report {
+// changes, over the streams clients; now gives the current variants.
+func Status(clients []protocol.Client, rev int64, changes []store.Change, now Lookup) Report {
 	byType := map[string][]store.Change{}
 	for _, c := range changes {
 		byType[c.Key.Type] = append(byType[c.Key.Type], c)
@@ -80,7 +94,8 @@ func Status(clients []protocol.Client, rev int64, changes []store.Change) Report
 			if len(names) == 0 {
 				continue
 			}
-			e := Entry{ID: c.ID, Node: c.NodeID, Address: c.Address, Params: c.Params, Type: t.Type, Changed: names}
+			e := Entry{ID: c.ID, Node: c.NodeID, Address: c.Address, Params: c.Params, Type: t.Type, Changed: names, NoVariant: bare(t, names, now)}
+			sotwPartial := !strings.Contains(c.Kind, "delta") && !resource.ForURL(t.URL).FullState
 			switch {
 			case AtLeast(t.AckedVersion, rev) && t.AckedNonce != "":
 				e.State, e.Version = Acked, t.AckedVersion
@@ -88,6 +103,9 @@ func Status(clients []protocol.Client, rev int64, changes []store.Change) Report
 			case t.LastNack != nil && AtLeast(t.LastNack.Version, rev):
 				e.State, e.Version, e.Error = Nacked, t.LastNack.Version, t.LastNack.Error
 				rep.Nacked++
+			case sotwPartial && len(e.NoVariant) == len(names):
+				e.State = Unserved
+				rep.Unserved++
 			default:
 				e.State = Pending
 				rep.Pending++
@@ -124,6 +142,28 @@ func concerned(t protocol.TypeStatus, ch []store.Change) []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// bare returns the names, of those given, that the stream subscribes to by
+// name with parameters no current variant matches.
+func bare(t protocol.TypeStatus, names []string, now Lookup) []string {
+	var out []string
+	for _, n := range names {
+		for _, s := range t.Subscriptions {
+			if s.Name != n {
+				continue
+			}
+			matched := false
+			for _, v := range now(t.URL, n) {
+				matched = matched || v.Constraints.Match(constraint.Params(s.Params))
+			}
+			if !matched {
+				out = append(out, n)
+				break
+			}
+		}
+	}
 	return out
 }
 
