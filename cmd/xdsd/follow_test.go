@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
 )
 
 // get --follow resolves the chain a client would, from a listener down to
@@ -54,5 +59,43 @@ func TestGetFollowTP2(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "name: "+cluster+"\n") || !strings.Contains(out, "type: envoy.config.endpoint.v3.ClusterLoadAssignment") {
 			t.Errorf("%s: %d\n%s%s", params, code, out, errOut)
 		}
+	}
+}
+
+// watch --follow prints the chain at start, and again when any part of it
+// changes: here the route moves to another cluster, whose endpoints join
+// the chain.
+func TestWatchFollow(t *testing.T) {
+	xds, adm := startServe(t, "--watch", "../../examples/quickstart")
+	typ, _ := resource.Lookup("lds")
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- watchFollow(ctx, &getFlags{cmd: "watch", server: xds, output: "yaml", params: paramFlags{}, timeout: 5 * time.Second, follow: true},
+			typ, []string{"quickstart"}, &out, io.Discard)
+	}()
+	waitUntil(t, "the first chain", func() bool {
+		return strings.Count(out.String(), "type: envoy.config.endpoint.v3.ClusterLoadAssignment") == 1
+	})
+	second := cl + "name: second\ntype: EDS\neds_cluster_config: {eds_config: {ads: {}}}\n---\n" +
+		"\"@type\": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment\ncluster_name: second\n---\n" +
+		"\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: quickstart\n" +
+		"virtual_hosts: [{name: v, domains: ['*'], routes: [{match: {prefix: ''}, route: {cluster: second}}]}]\n"
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--force", "-f", writeFile(t, t.TempDir(), "s.yaml", second)); code != 0 {
+		t.Fatal(errOut)
+	}
+	waitUntil(t, "the chain through cluster second", func() bool {
+		docs := strings.Split(out.String(), "---\n")
+		last := docs[len(docs)-1]
+		return strings.Contains(last, "name: second") && strings.Contains(last, "referenced_by: 'route quickstart: virtual_hosts[0].routes[0].route.cluster'") &&
+			strings.Contains(last, "referenced_by: 'cluster second: name'") && !strings.Contains(last, "cluster_name: quickstart")
+	})
+	if n := strings.Count(out.String(), "time: "); n != 2 {
+		t.Errorf("printed the chain %d times, want 2 (once at start, once after the change):\n%s", n, out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

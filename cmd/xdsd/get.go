@@ -67,10 +67,12 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 			"while the server cannot be reached, watch says so on stderr every few seconds and keeps retrying"
 	}
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, timeoutHelp)
-	if cmd == "get" {
-		fs.BoolVar(&f.follow, "follow", false, "follow references as a client does (listener → routes → clusters → endpoints, secrets, "+
-			"extension configs, across authorities) and print the whole chain as one document; a dangling reference fails get")
+	followHelp := "follow references as a client does (listener → routes → clusters → endpoints, secrets, " +
+		"extension configs, across authorities) and print the whole chain as one document; a dangling reference fails get"
+	if cmd == "watch" {
+		followHelp = "follow references as a client does, and print the whole chain as one document at start and whenever any part of it changes"
 	}
+	fs.BoolVar(&f.follow, "follow", false, followHelp)
 	return fs, f
 }
 
@@ -610,6 +612,9 @@ func runWatch(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.follow {
+		return watchFollow(ctx, f, typ, names, stdout, stderr)
+	}
 	return watch(ctx, f, typ, names, stdout, stderr)
 }
 
