@@ -166,22 +166,31 @@ func call(c *http.Client, req *http.Request, out any) error {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return answerError(resp)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var eb admin.ErrorBody
-		if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
-			return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
-		msg := eb.Message
-		for _, e := range eb.Errors {
-			msg += "\n  " + e.Error()
-		}
-		return errors.New(msg)
-	}
 	return json.Unmarshal(body, out)
+}
+
+// answerError turns an admin API error answer into an error.
+func answerError(resp *http.Response) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("admin API: %s: %w", resp.Status, err)
+	}
+	var eb admin.ErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
+		return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	msg := eb.Message
+	for _, e := range eb.Errors {
+		msg += "\n  " + e.Error()
+	}
+	return errors.New(msg)
 }
 
 // uploadClient sends applies: a large batch takes a while to send and

@@ -98,6 +98,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/history", a.history)
 	mux.HandleFunc("GET /v1/diff", a.diff)
 	mux.HandleFunc("GET /v1/rollout", a.rollout)
+	mux.HandleFunc("GET /v1/backup", a.backup)
 	mux.HandleFunc("POST /v1/rollback", gate.admit(a.rollback))
 	// Go's profiler, for an operator chasing CPU or memory.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

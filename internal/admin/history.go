@@ -385,3 +385,30 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 }
+
+// backup answers GET /v1/backup: a consistent copy of the store, written
+// while it keeps serving (store.Backuper). The format is in the
+// X-Xdsd-Backup-Format header; the revision the copy holds, known once it
+// is written, in the X-Xdsd-Revision trailer.
+func (a *api) backup(w http.ResponseWriter, r *http.Request) {
+	if !a.storeOr(w) {
+		return
+	}
+	b, ok := a.o.Store.(store.Backuper)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, errors.New("this store cannot be backed up (mem: holds nothing durable; keep your resource files)"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Xdsd-Backup-Format", b.BackupFormat())
+	w.Header().Set("Trailer", "X-Xdsd-Revision")
+	rev, err := b.Backup(r.Context(), w)
+	if err != nil {
+		// The status is sent; the missing trailer tells the client the
+		// copy is incomplete.
+		a.o.Logger.Error("backup failed", "error", err)
+		return
+	}
+	w.Header().Set("X-Xdsd-Revision", strconv.FormatInt(rev, 10))
+	a.o.Logger.Info("backup written", "revision", rev, "from", r.RemoteAddr)
+}

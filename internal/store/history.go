@@ -1,9 +1,11 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -268,4 +270,14 @@ func (w *Rewinder) State() []*resource.Variant {
 	}
 	slices.SortFunc(out, func(a, b *resource.Variant) int { return CompareKeys(a.Key(), b.Key()) })
 	return out
+}
+
+// Backuper is a store that can write a consistent copy of itself while it
+// serves (xdsd backup): bolt writes its file.
+type Backuper interface {
+	// Backup writes the copy to w and returns the revision it holds.
+	Backup(ctx context.Context, w io.Writer) (rev int64, err error)
+	// BackupFormat names the copy's format ("bolt"), so that a restore
+	// knows what it is given.
+	BackupFormat() string
 }
