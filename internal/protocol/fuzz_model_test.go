@@ -56,10 +56,13 @@ func FuzzStreamModel(f *testing.F) {
 			data = data[:200] // bound one input's run
 		}
 		p := &picker{data: data}
-		if p.pick(2) == 0 {
+		switch p.pick(3) {
+		case 0:
 			fuzzDelta(t, p)
-		} else {
+		case 1:
 			fuzzSotW(t, p)
+		default:
+			fuzzLocators(t, p)
 		}
 	})
 }
@@ -303,6 +306,126 @@ func fuzzSotW(t *testing.T, p *picker) {
 		sort.Strings(exp)
 		if fmt.Sprint(got) != fmt.Sprint(exp) {
 			t.Fatalf("sotw, after\n  %s\nthe client holds %v\nwant %v", strings.Join(log, "\n  "), got, exp)
+		}
+	}
+}
+
+// fuzzLocators: a delta client that names resources by TP2 locator, with
+// env=prod and env=test, possibly both for one name, and holds variants
+// by name and constraints (resource_name): for each locator, the variant
+// its parameters select; a variant no locator selects any more is
+// removed by resource_name (TP2).
+func fuzzLocators(t *testing.T, p *picker) {
+	h := newHarness(t)
+	c := h.delta(node("loc", nil))
+	type loc struct{ name, env string }
+	envs := []string{"prod", "test"}
+	subscribed := map[loc]bool{}
+	type key struct{ name, ckey string }
+	state := map[key]string{}
+	var log []string
+	c.Sub(resource.ClusterURL, "a") // a first request naming something: no implicit wildcard
+	subscribed[loc{"a", ""}] = true
+	for step := 0; p.more(); step++ {
+		switch k := p.pick(5); k {
+		case 0, 1, 2:
+			log = append(log, fuzzChange(h, p, step))
+		default:
+			l := loc{fuzzNames[p.pick(len(fuzzNames))], envs[p.pick(len(envs))]}
+			rl := []*discoveryv3.ResourceLocator{{Name: l.name, DynamicParameters: map[string]string{"env": l.env}}}
+			if subscribed[l] {
+				c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceLocatorsUnsubscribe: rl})
+				delete(subscribed, l)
+				// The client forgets the variant it held for the locator,
+				// unless another locator of the name selects it too.
+				selects := func(ckey, env string) bool {
+					cons := constraint.MustParse(ckey)
+					params := constraint.Params{}
+					if env != "" {
+						params["env"] = env
+					}
+					return cons.Match(params)
+				}
+				for k := range state {
+					if k.name != l.name || !selects(k.ckey, l.env) {
+						continue
+					}
+					kept := false
+					for other := range subscribed {
+						kept = kept || other.name == l.name && selects(k.ckey, other.env)
+					}
+					if !kept {
+						delete(state, k)
+					}
+				}
+				log = append(log, fmt.Sprintf("unsubscribe %s {env=%s}", l.name, l.env))
+			} else {
+				c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceLocatorsSubscribe: rl})
+				subscribed[l] = true
+				log = append(log, fmt.Sprintf("subscribe %s {env=%s}", l.name, l.env))
+			}
+		}
+		// What the locators select now.
+		want := map[key]string{}
+		h.db.Read(func(rd *db.Reader) {
+			for l := range subscribed {
+				params := constraint.Params{}
+				if l.env != "" {
+					params["env"] = l.env
+				}
+				if v := rd.Get(resource.ClusterURL, l.name, params); v != nil {
+					want[key{l.name, v.Constraints.Key()}] = v.Version
+				}
+			}
+		})
+		bn := fmt.Sprintf("barrier-%d", step)
+		h.putSecret(bn)
+		c.Sub(resource.SecretURL, bn)
+		for done := false; !done; {
+			r := c.Recv()
+			if r.TypeUrl == resource.SecretURL {
+				c.Ack(r)
+				done = len(r.Resources) == 1 && r.Resources[0].Name == bn
+				continue
+			}
+			for _, res := range r.Resources {
+				k := key{res.Name, ""}
+				if rn := res.GetResourceName(); rn != nil {
+					cons, err := constraint.FromProto(rn.GetDynamicParameterConstraints())
+					if err != nil {
+						t.Fatal(err)
+					}
+					k = key{rn.GetName(), cons.Key()}
+				}
+				state[k] = res.Version
+			}
+			for _, n := range r.RemovedResources {
+				for k := range state {
+					if k.name == n {
+						delete(state, k)
+					}
+				}
+			}
+			for _, rn := range r.RemovedResourceNames {
+				cons, err := constraint.FromProto(rn.GetDynamicParameterConstraints())
+				if err != nil {
+					t.Fatal(err)
+				}
+				delete(state, key{rn.GetName(), cons.Key()})
+			}
+			c.Ack(r)
+		}
+		var got, exp []string
+		for k, v := range state {
+			got = append(got, fmt.Sprintf("%s[%s]@%s", k.name, k.ckey, v))
+		}
+		for k, v := range want {
+			exp = append(exp, fmt.Sprintf("%s[%s]@%s", k.name, k.ckey, v))
+		}
+		sort.Strings(got)
+		sort.Strings(exp)
+		if fmt.Sprint(got) != fmt.Sprint(exp) {
+			t.Fatalf("locators, after\n  %s\nthe client holds %v\nwant %v", strings.Join(log, "\n  "), got, exp)
 		}
 	}
 }
