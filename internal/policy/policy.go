@@ -14,12 +14,13 @@
 // certificate (internal/mtls); a client without one has the identity "",
 // which only a rule without "clients" covers.
 //
-// A rule's params restrict only the parameters it names: a client claims
-// k=v when some rule covering it names no values for k, or names v.
+// Parameters: a client may claim k=v when a rule covering it lists v
+// (a glob) for k, or when no rule covering it lists values for k at all (a
+// rule's params restrict only the parameters it names). A client no rule
+// covers may claim nothing.
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -268,21 +269,19 @@ func (p *Policy) Claim(identity string, params map[string]string) error {
 }
 
 func (p *Policy) mayClaim(identity, k, v string) bool {
+	covered, restricted := false, false
 	for i := range p.rules {
 		r := &p.rules[i]
 		if !r.covers(identity) {
 			continue
 		}
-		vals, named := r.params[k]
-		if !named || matchAny(vals, v) {
-			return true
+		covered = true
+		if vals, named := r.params[k]; named {
+			if matchAny(vals, v) {
+				return true
+			}
+			restricted = true
 		}
 	}
-	return false
-}
-
-// IsClaimError reports whether err is a refused claim.
-func IsClaimError(err error) bool {
-	var ce *ClaimError
-	return errors.As(err, &ce)
+	return covered && !restricted
 }
