@@ -287,4 +287,3 @@ func TestNonLoopbackAdminRefused(t *testing.T) {
 		}
 	}
 }
-
