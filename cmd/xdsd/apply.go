@@ -199,7 +199,7 @@ var uploadClient = &http.Client{Timeout: 30 * time.Minute}
 
 func runApply(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
 	client := clientFlag(fs)
 	force := fs.Bool("force", false, "apply even what the client checks say the client would reject")
@@ -240,14 +240,14 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() { pw.CloseWithError(writeParts(mw, files, *file)) }()
-	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply?"+q.Encode()), pr)
+	req, err := ac.request(http.MethodPost, "/v1/apply?"+q.Encode(), pr)
 	if err != nil {
 		pr.Close()
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var res admin.ApplyResult
-	if err := call(uploadClient, req, &res); err != nil {
+	if err := ac.do(uploadClient, req, &res); err != nil {
 		pr.CloseWithError(err) // stops the writer if the server answered early
 		return err
 	}
@@ -262,7 +262,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "nothing changed: no rollout to wait for")
 		return nil
 	}
-	return waitRollout(*addr, res.Revision, *waitTimeout, stdout)
+	return waitRollout(ac, res.Revision, *waitTimeout, stdout)
 }
 
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
@@ -335,7 +335,7 @@ func printResult(w io.Writer, res admin.ApplyResult) {
 
 func runDelete(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	cons := fs.String("constraints", "", "delete only the variant with these constraints (text syntax)")
 	force := fs.Bool("force", false, "delete even a resource that a file of the server's --watch directory defines")
 	pos, err := parse(fs, args, "delete [--admin ADDR] [--force] TYPE NAME [--constraints EXPR]", stdout)
@@ -365,12 +365,12 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 	if *force {
 		q.Set("force", "true")
 	}
-	req, err := http.NewRequest(http.MethodDelete, adminURL(*addr, "/v1/resources?"+q.Encode()), nil)
+	req, err := ac.request(http.MethodDelete, "/v1/resources?"+q.Encode(), nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	var res admin.ApplyResult
-	if err := call(httpClient, req, &res); err != nil {
+	if err := ac.do(httpClient, req, &res); err != nil {
 		return err
 	}
 	printResult(stdout, res)

@@ -19,7 +19,7 @@ var backupClient = &http.Client{Timeout: 30 * time.Minute}
 
 func runBackup(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the running server")
+	ac := adminFlags(fs, "admin API of the running server")
 	pos, err := parse(fs, args, "backup [--admin ADDR] FILE", stdout)
 	if err != nil {
 		return err
@@ -28,11 +28,15 @@ func runBackup(args []string, stdout, stderr io.Writer) error {
 		return usagef("want FILE: where to write the backup")
 	}
 	dst := pos[0]
-	req, err := http.NewRequest(http.MethodGet, adminURL(*addr, "/v1/backup"), nil)
+	req, err := ac.request(http.MethodGet, "/v1/backup", nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
-	resp, err := backupClient.Do(req)
+	c, err := ac.client(backupClient)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}

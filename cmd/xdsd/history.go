@@ -87,7 +87,7 @@ const maxChangesShown = 10
 
 func runHistory(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("history", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	limit := fs.Int("limit", admin.DefaultHistoryLimit, "list at most this many revisions")
 	output := outputFlag(fs)
 	pos, err := parse(fs, args, "history [--admin ADDR] [--limit N] [-o text|yaml|json] [TYPE [NAME]]", stdout)
@@ -105,12 +105,12 @@ func runHistory(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	q.Set("limit", strconv.Itoa(*limit))
-	req, err := http.NewRequest(http.MethodGet, adminURL(*addr, "/v1/history?"+q.Encode()), nil)
+	req, err := ac.request(http.MethodGet, "/v1/history?"+q.Encode(), nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	var l store.RevisionList
-	if err := call(httpClient, req, &l); err != nil {
+	if err := ac.do(httpClient, req, &l); err != nil {
 		return err
 	}
 	if *output != "text" {
@@ -167,7 +167,7 @@ func keyText(k resource.Key) string {
 
 func runDiff(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	output := outputFlag(fs)
 	pos, err := parse(fs, args, "diff [--admin ADDR] [-o text|yaml|json] REV1 REV2 [TYPE [NAME]]", stdout)
 	if err != nil {
@@ -193,12 +193,12 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	}
 	q.Set("from", strconv.FormatInt(from, 10))
 	q.Set("to", strconv.FormatInt(to, 10))
-	req, err := http.NewRequest(http.MethodGet, adminURL(*addr, "/v1/diff?"+q.Encode()), nil)
+	req, err := ac.request(http.MethodGet, "/v1/diff?"+q.Encode(), nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	var d admin.Diff
-	if err := call(httpClient, req, &d); err != nil {
+	if err := ac.do(httpClient, req, &d); err != nil {
 		return err
 	}
 	if *output != "text" {
@@ -220,7 +220,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 
 func runRollback(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rollback", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	pos, err := parse(fs, args, "rollback [--admin ADDR] REV [TYPE [NAME]]", stdout)
 	if err != nil {
 		return err
@@ -237,12 +237,12 @@ func runRollback(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	q.Set("rev", strconv.FormatInt(rev, 10))
-	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/rollback?"+q.Encode()), nil)
+	req, err := ac.request(http.MethodPost, "/v1/rollback?"+q.Encode(), nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	var res admin.RollbackResult
-	if err := call(httpClient, req, &res); err != nil {
+	if err := ac.do(httpClient, req, &res); err != nil {
 		return err
 	}
 	if len(res.Changed)+len(res.Deleted) == 0 {

@@ -67,6 +67,16 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 				t.Fatal(err)
 			}
 			f.maxBatchBytes = n
+		case "--tls-cert":
+			f.tlsCert = extra[i+1]
+		case "--tls-key":
+			f.tlsKey = extra[i+1]
+		case "--client-ca":
+			f.clientCA = extra[i+1]
+		case "--policy":
+			f.policyFile = extra[i+1]
+		case "--admin-token-file":
+			f.tokenFile = extra[i+1]
 		default:
 			t.Fatalf("startServe: unknown flag %s", extra[i])
 		}

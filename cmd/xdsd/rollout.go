@@ -30,15 +30,14 @@ func (e exitError) Error() string { return e.msg }
 
 // waitRollout follows revision rev's rollout until every client it
 // concerns has answered or timeout passes, and prints a summary.
-func waitRollout(addr string, rev int64, timeout time.Duration, w io.Writer) error {
+func waitRollout(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) error {
 	q := url.Values{"rev": {strconv.FormatInt(rev, 10)}, "wait": {timeout.String()}}
-	req, err := http.NewRequest(http.MethodGet, adminURL(addr, "/v1/rollout?"+q.Encode()), nil)
+	req, err := ac.request(http.MethodGet, "/v1/rollout?"+q.Encode(), nil)
 	if err != nil {
-		return usagef("--admin %q: %v", addr, err)
+		return err
 	}
-	c := &http.Client{Timeout: timeout + 30*time.Second}
 	var rep rollout.Report
-	if err := call(c, req, &rep); err != nil {
+	if err := ac.do(&http.Client{Timeout: timeout + 30*time.Second}, req, &rep); err != nil {
 		return err
 	}
 	printRollout(w, rep, timeout)

@@ -110,6 +110,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 // The listeners are bound before --watch touches the store, so that a
 // server that cannot start leaves the store as it found it.
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, admin string)) error {
+	if err := f.load(f.adminAddr, log); err != nil {
+		return err
+	}
 	st, err := openStore(f.storeSpec, f.history)
 	if err != nil {
 		return err
@@ -122,6 +125,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded, Owner: watchOwner(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
+		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
 			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {

@@ -70,6 +70,9 @@ type Options struct {
 	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
 	// zero): xdsd serve --max-batch-bytes.
 	MaxBatchBytes int64
+	// Tokens, when set, are the credentials the API asks for (auth.go);
+	// nil leaves it open to whoever reaches the port.
+	Tokens *Tokens
 }
 
 // DefaultMaxBatchBytes is the largest apply body taken by default: twice
@@ -113,7 +116,7 @@ func Handler(o Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, a.o.Upstream())
 	})
-	return mux
+	return protect(o, mux)
 }
 
 type api struct {
@@ -408,7 +411,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
-	a.o.Logger.Info("applied", "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings))
+	a.o.Logger.Info("applied", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings))
 	a.waitServed(r.Context(), res.Rev)
 	out := result(res)
 	for _, f := range findings {
@@ -496,7 +499,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such resource: %s", keyString(resource.Key{Type: d.Type, Name: d.Name, Constraints: d.Constraints})))
 		return
 	}
-	a.o.Logger.Info("deleted", "revision", res.Rev, "variants", len(res.Deletes))
+	a.o.Logger.Info("deleted", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "variants", len(res.Deletes))
 	a.waitServed(r.Context(), res.Rev)
 	writeJSON(w, http.StatusOK, result(res))
 }

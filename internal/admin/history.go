@@ -25,8 +25,8 @@ import (
 const DefaultHistoryLimit = 50
 
 func (a *api) audit(r *http.Request, via string) store.Audit {
-	au := store.Audit{From: r.RemoteAddr, Via: via}
-	if a.o.Identity != nil {
+	au := store.Audit{From: r.RemoteAddr, Via: via, Who: Who(r.Context())}
+	if au.Who == "" && a.o.Identity != nil {
 		au.Who = a.o.Identity(r)
 	}
 	return au

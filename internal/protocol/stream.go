@@ -47,6 +47,7 @@ type stream struct {
 	fixedType string // a per-type service's type; "" for ADS
 	id        uint64
 	addr      string
+	identity  string // the client certificate's URI SAN (internal/mtls)
 	started   time.Time
 
 	sub  *db.Subscriber
@@ -64,6 +65,7 @@ type stream struct {
 	watchCount int
 	declared   int // initial_resource_versions entries taken, all types
 	nackLog    logLimit
+	denyLog    logLimit
 	requests   int
 	limiter    limiter
 }
