@@ -99,3 +99,22 @@ func TestWatchFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// get --computed adds TP1 computed attributes (xds.resource.*) to the
+// name; a configured name carrying them is refused.
+func TestGetComputed(t *testing.T) {
+	xds, adm := startServe(t)
+	const base = "xdstp://a/envoy.config.cluster.v3.Cluster/by-vip?bar=baz"
+	docs := cl + "name: \"" + base + "&xds.resource.vip=96.54.3.1\"\nalt_stat_name: vip-1\n---\n" +
+		cl + "name: \"" + base + "&xds.resource.vip=96.54.3.2\"\nalt_stat_name: vip-2\n"
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, t.TempDir(), "c.yaml", docs)); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := runCmd(t, "get", "--server", xds, "--computed", "vip=96.54.3.2", "cds", base)
+	if code != 0 || !strings.Contains(out, "alt_stat_name: vip-2") || !strings.Contains(out, "xds.resource.vip=96.54.3.2") {
+		t.Errorf("get --computed vip=96.54.3.2: %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = runCmd(t, "get", "--server", xds, "cds", base+"&xds.resource.vip=96.54.3.2"); code == 0 || !strings.Contains(errOut, "reserves for attributes a client computes") {
+		t.Errorf("get of a name with xds.resource.vip: %d %s", code, errOut)
+	}
+}
