@@ -166,22 +166,31 @@ func call(c *http.Client, req *http.Request, out any) error {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return answerError(resp)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var eb admin.ErrorBody
-		if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
-			return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
-		msg := eb.Message
-		for _, e := range eb.Errors {
-			msg += "\n  " + e.Error()
-		}
-		return errors.New(msg)
-	}
 	return json.Unmarshal(body, out)
+}
+
+// answerError turns an admin API error answer into an error.
+func answerError(resp *http.Response) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("admin API: %s: %w", resp.Status, err)
+	}
+	var eb admin.ErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
+		return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	msg := eb.Message
+	for _, e := range eb.Errors {
+		msg += "\n  " + e.Error()
+	}
+	return errors.New(msg)
 }
 
 // uploadClient sends applies: a large batch takes a while to send and
@@ -194,7 +203,9 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
 	client := clientFlag(fs)
 	force := fs.Bool("force", false, "apply even what the client checks say the client would reject")
-	pos, err := parse(fs, args, "apply [--admin ADDR] [--client envoy|grpc|none] [--force] -f FILE|DIR|-", stdout)
+	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout)")
+	waitTimeout := fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
+	pos, err := parse(fs, args, "apply [--admin ADDR] [--client envoy|grpc|none] [--force] [--wait [--wait-timeout 60s]] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
@@ -203,6 +214,12 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	}
 	if *file == "" {
 		return usagef("-f FILE|DIR|- is required")
+	}
+	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
+		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
+	}
+	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
+		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
 	}
 	if _, err := checker(*client); err != nil {
 		return err
@@ -238,7 +255,14 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, f.Error())
 	}
 	printResult(stdout, res)
-	return nil
+	if !*wait {
+		return nil
+	}
+	if len(res.Changed)+len(res.Deleted) == 0 {
+		fmt.Fprintln(stdout, "nothing changed: no rollout to wait for")
+		return nil
+	}
+	return waitRollout(ac, res.Revision, *waitTimeout, stdout)
 }
 
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")

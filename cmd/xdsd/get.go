@@ -44,6 +44,7 @@ type getFlags struct {
 	serverSet                         bool
 	delta                             bool
 	deltaSet                          bool
+	follow                            bool
 	params                            paramFlags
 	timeout                           time.Duration
 }
@@ -66,6 +67,12 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 			"while the server cannot be reached, watch says so on stderr every few seconds and keeps retrying"
 	}
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, timeoutHelp)
+	followHelp := "follow references as a client does (listener → routes → clusters → endpoints, secrets, " +
+		"extension configs, across authorities) and print the whole chain as one document; a dangling reference fails get"
+	if cmd == "watch" {
+		followHelp = "follow references as a client does, and print the whole chain as one document at start and whenever any part of it changes"
+	}
+	fs.BoolVar(&f.follow, "follow", false, followHelp)
 	return fs, f
 }
 
@@ -387,6 +394,9 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.follow {
+		return runFollow(f, typ, names, stdout, stderr)
+	}
 	// No does-not-exist timer: a name the server has not answered when
 	// --timeout passes is reported as unanswered, not as absent (which
 	// only the server's word makes it).
@@ -602,6 +612,9 @@ func runWatch(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.follow {
+		return watchFollow(ctx, f, typ, names, stdout, stderr)
+	}
 	return watch(ctx, f, typ, names, stdout, stderr)
 }
 

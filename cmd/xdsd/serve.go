@@ -17,9 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -38,17 +40,18 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want text or json", format)
 }
 
-// openStore opens a --store value: bolt:PATH or mem:.
-func openStore(spec string) (store.Store, error) {
+// openStore opens a --store value: bolt:PATH or mem:, keeping history
+// revisions of history.
+func openStore(spec string, history int) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "bolt":
 		if arg == "" {
 			return nil, usagef("--store bolt: needs a path, e.g. bolt:./xdsd.db")
 		}
-		return bolt.Open(arg, bolt.Options{})
+		return bolt.Open(arg, bolt.Options{History: history})
 	case "mem":
-		return mem.New(), nil
+		return mem.NewWithHistory(history), nil
 	case "etcd":
 		return nil, usagef("--store %s: the etcd backend is not built yet; use bolt:PATH or mem:", spec)
 	}
@@ -60,6 +63,7 @@ type serveFlags struct {
 	storeSpec, watchDir string
 	watchInterval       time.Duration
 	maxBatchBytes       int64
+	history             int
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -69,6 +73,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
+	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
 	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
@@ -82,6 +87,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.watchInterval <= 0 {
 		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
+	}
+	if f.history < 1 || f.history > 10_000_000 {
+		return usagef("--history %d: want 1 to 10000000 revisions", f.history)
 	}
 	if f.maxBatchBytes <= 0 {
 		return usagef("--max-batch-bytes %d: want a positive number of bytes", f.maxBatchBytes)
@@ -105,7 +113,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	if err := f.load(f.adminAddr, log); err != nil {
 		return err
 	}
-	st, err := openStore(f.storeSpec)
+	st, err := openStore(f.storeSpec, f.history)
 	if err != nil {
 		return err
 	}
@@ -119,6 +127,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		MaxBatchBytes: f.maxBatchBytes,
 		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
+		Rollout: func(rev int64, changes []store.Change) rollout.Report {
+			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {
+				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})
+				return vs
+			})
+		},
 	}))
 	if err != nil {
 		return err
