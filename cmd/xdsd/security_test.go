@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/testpki"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -266,6 +268,21 @@ func TestAdminAuth(t *testing.T) {
 	}
 	if code, out, errOut := s.applyCmd(t, s.writeTok, "apply", "-f", docs); code != 0 {
 		t.Fatalf("apply with the write token: exit %d %s%s", code, out, errOut)
+	}
+	// The audit trail names the token, where the write came from, and what
+	// it changed; the refused writes left no trace.
+	code, body := s.get(t, "/v1/audit", s.readTok)
+	var l store.RevisionList
+	if err := json.Unmarshal([]byte(body), &l); code != http.StatusOK || err != nil || len(l.Revisions) != 1 {
+		t.Fatalf("/v1/audit: %d %v %s", code, err, body)
+	}
+	rec := l.Revisions[0]
+	if rec.Audit.Who != "ci" || !strings.HasPrefix(rec.Audit.From, "127.0.0.1:") || rec.Audit.Via != "apply" || len(rec.Changes) != 1 || rec.Changes[0].Key.Name != "prod-a" {
+		t.Errorf("audit record: %+v", rec)
+	}
+	// A backup holds every secret whole: it needs a write token.
+	if code, _ := s.get(t, "/v1/backup", s.readTok); code != http.StatusForbidden {
+		t.Errorf("backup with a read token: %d, want 403", code)
 	}
 }
 

@@ -107,8 +107,8 @@ func Who(ctx context.Context) string {
 }
 
 // needed is the access a request needs: none for the probes, write for
-// anything that changes state and for a backup (the whole store, secrets
-// unredacted), read for the rest.
+// anything that changes state and for a backup (it holds every secret
+// whole), read for the rest.
 func needed(r *http.Request) Access {
 	switch {
 	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz":
@@ -125,24 +125,20 @@ func needed(r *http.Request) Access {
 // every state-changing endpoint (a page elsewhere cannot make a browser on
 // the operator's machine apply or delete), and, with tokens, each request
 // needs a credential: a bearer token, or (reads) a verified client
-// certificate.
+// certificate. Who made the request goes in its context (Who) for the
+// audit record and the logs.
 func protect(o Options, h http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, ErrorBody{Message: "cross-origin request refused: state-changing admin requests must not come from a browser page of another origin"})
 	}))
 	h = cop.Handler(h)
-	if o.Tokens == nil {
-		return h
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		need := needed(r)
-		if need == NoAccess {
-			h.ServeHTTP(w, r)
-			return
+		have, who := NoAccess, mtls.Identity(r.TLS)
+		if who != "" {
+			have = Read
 		}
-		have, who := NoAccess, ""
-		if auth := r.Header.Get("Authorization"); auth != "" {
+		if auth := r.Header.Get("Authorization"); auth != "" && o.Tokens != nil {
 			presented, ok := strings.CutPrefix(auth, "Bearer ")
 			tk, found := o.Tokens.lookup(presented)
 			if !ok || !found {
@@ -151,17 +147,16 @@ func protect(o Options, h http.Handler) http.Handler {
 				return
 			}
 			have, who = tk.access, tk.name
-		} else if id := mtls.Identity(r.TLS); id != "" {
-			have, who = Read, id
 		}
+		need := needed(r)
 		switch {
+		case o.Tokens == nil || need == NoAccess || have >= need:
+			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
 		case have == NoAccess:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="xdsd"`)
 			writeJSON(w, http.StatusUnauthorized, ErrorBody{Message: "the admin API needs a token (Authorization: Bearer TOKEN; xdsd --token-file FILE) or a client certificate"})
-		case have < need:
-			writeJSON(w, http.StatusForbidden, ErrorBody{Message: fmt.Sprintf("%s may read but not write: %s %s needs a write token", who, r.Method, r.URL.Path)})
 		default:
-			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
+			writeJSON(w, http.StatusForbidden, ErrorBody{Message: fmt.Sprintf("%s may read but not write: %s %s needs a write token", who, r.Method, r.URL.Path)})
 		}
 	})
 }

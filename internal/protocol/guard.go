@@ -1,13 +1,18 @@
 package protocol
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/mtls"
+	"github.com/xdsd/xdsd/internal/redact"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // Guard is an authorization policy (xdsd --policy; internal/policy
@@ -76,4 +81,37 @@ func (s *stream) claim(params map[string]string, where string) error {
 		return status.Errorf(codes.PermissionDenied, "%s: %v", where, err)
 	}
 	return nil
+}
+
+// csdsConfig is a variant as CSDS shows it: its secrets (the fields
+// marked udpa.annotations.sensitive) replaced by digests, as Envoy's own
+// config dump does.
+func csdsConfig(v *resource.Variant) *anypb.Any {
+	raw := &anypb.Any{TypeUrl: v.PayloadURL, Value: v.Body()}
+	m, err := v.Message()
+	if err != nil {
+		return raw
+	}
+	r := redact.Message(m)
+	if r == m {
+		return raw
+	}
+	a, err := anypb.New(r)
+	if err != nil {
+		return raw
+	}
+	a.TypeUrl = v.PayloadURL
+	return a
+}
+
+// csdsVisible filters a CSDS answer for its caller: with a Guard, only
+// the resources the caller's own identity may receive are shown, so that
+// CSDS tells no one what the policy hides from them.
+func (s *Server) csdsVisible(ctx context.Context) func(typeURL, name string) bool {
+	g := s.opts.Guard
+	if g == nil {
+		return nil
+	}
+	who := mtls.FromContext(ctx)
+	return func(typeURL, name string) bool { return g.Allow(who, typeURL, name) == "" }
 }
