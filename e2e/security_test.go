@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +80,128 @@ func TestGRPCOverMTLS(t *testing.T) {
 	if code, out, errOut := runXdsd(t, "get", "--bootstrap", writeTemp(t, dir, "prod-bootstrap.json", string(tlsBootstrap(r.xds, prod, map[string]string{"env": "prod"}))),
 		"--delta", "--timeout", "20s", "lds", "quickstart"); code != 0 || !strings.Contains(out, "name: quickstart") {
 		t.Errorf("prod workload through the relay: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// securingSteps reads the README's "Securing xdsd" walkthrough (between
+// <!-- securing --> and <!-- /securing -->): the files it shows (a fenced
+// block after <!-- file: NAME -->) and the commands of its sh blocks, in
+// order.
+type securingStep struct {
+	file, content string // a file to write
+	cmd           string // or a command
+}
+
+func securingSteps(t *testing.T) []securingStep {
+	t.Helper()
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- securing -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- /securing -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no securing block")
+	}
+	var steps []securingStep
+	lines := strings.Split(block, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
+		if name, ok := strings.CutPrefix(line, "<!-- file: "); ok {
+			name = strings.TrimSuffix(name, " -->")
+			i++ // the opening fence
+			var body []string
+			for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+				body = append(body, lines[i])
+			}
+			steps = append(steps, securingStep{file: name, content: strings.Join(body, "\n") + "\n"})
+			continue
+		}
+		if line != "```sh" {
+			continue
+		}
+		for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+			if c := strings.TrimSpace(lines[i]); c != "" && !strings.HasPrefix(c, "#") {
+				steps = append(steps, securingStep{cmd: c})
+			}
+		}
+	}
+	return steps
+}
+
+// The README's "Securing xdsd" walkthrough runs as shown: certificates
+// made with openssl, the server started with them and the policy, the
+// commands marked "!" refused and the others succeeding, the rotation
+// too. It uses the README's ports (18000, 18001).
+func TestREADMESecuring(t *testing.T) {
+	for _, tool := range []string{"bash", "openssl", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	steps := securingSteps(t)
+	dir := t.TempDir()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+filepath.Dir(xdsdBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	ran := 0
+	for _, s := range steps {
+		if s.file != "" {
+			writeTemp(t, dir, s.file, s.content)
+			continue
+		}
+		ran++
+		if bg, ok := strings.CutSuffix(s.cmd, "&"); ok {
+			cmd := exec.Command("bash", "-c", "exec "+bg)
+			cmd.Dir, cmd.Env = dir, env
+			var logs strings.Builder
+			cmd.Stdout, cmd.Stderr = &logs, &logs
+			if err := cmd.Start(); err != nil {
+				t.Fatalf("%s: %v", s.cmd, err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() {
+				cmd.Process.Signal(os.Interrupt)
+				<-exited
+			})
+			waitServing(t, &logs, exited)
+			continue
+		}
+		c, refused := strings.CutPrefix(s.cmd, "! ")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", "-c", c)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if (err != nil) != refused {
+			t.Fatalf("README command %q: %v (want refused: %v)\n%s", s.cmd, err, refused, out)
+		}
+		t.Logf("$ %s\n%s", s.cmd, out)
+	}
+	if ran < 15 {
+		t.Fatalf("the walkthrough has %d commands", ran)
+	}
+}
+
+// waitServing waits for a server's "xdsd serving" log line.
+func waitServing(t *testing.T, logs *strings.Builder, exited <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !servingRE.MatchString(logs.String()) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the server exited (%v):\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a log: no event to wait on
 	}
 }
