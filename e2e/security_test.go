@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/mtls"
 	"github.com/xdsd/xdsd/internal/testpki"
 )
 
@@ -94,15 +97,7 @@ type securingStep struct {
 
 func securingSteps(t *testing.T) []securingStep {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(data), "<!-- securing -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- /securing -->")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no securing block")
-	}
+	block := readmeBlock(t, "securing")
 	var steps []securingStep
 	lines := strings.Split(block, "\n")
 	for i := 0; i < len(lines); i++ {
@@ -156,21 +151,16 @@ func TestREADMESecuring(t *testing.T) {
 			continue
 		}
 		ran++
-		if bg, ok := strings.CutSuffix(s.cmd, "&"); ok {
-			cmd := exec.Command("bash", "-c", "exec "+bg)
-			cmd.Dir, cmd.Env = dir, env
-			var logs strings.Builder
-			cmd.Stdout, cmd.Stderr = &logs, &logs
-			if err := cmd.Start(); err != nil {
-				t.Fatalf("%s: %v", s.cmd, err)
+		if strings.HasSuffix(s.cmd, "&") {
+			// The admin port serves TLS: readiness is asked for over https,
+			// trusting the CA the walkthrough made.
+			pool, err := mtls.LoadPool(filepath.Join(dir, "ca.crt"))
+			if err != nil {
+				t.Fatal(err)
 			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				cmd.Process.Signal(os.Interrupt)
-				<-exited
-			})
-			waitServing(t, &logs, exited)
+			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			defer hc.CloseIdleConnections()
+			startBackground(t, s.cmd, dir, env, hc, "https://127.0.0.1:18001/readyz")
 			continue
 		}
 		c, refused := strings.CutPrefix(s.cmd, "! ")
@@ -186,22 +176,5 @@ func TestREADMESecuring(t *testing.T) {
 	}
 	if ran < 15 {
 		t.Fatalf("the walkthrough has %d commands", ran)
-	}
-}
-
-// waitServing waits for a server's "xdsd serving" log line.
-func waitServing(t *testing.T, logs *strings.Builder, exited <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !servingRE.MatchString(logs.String()) {
-		select {
-		case err := <-exited:
-			t.Fatalf("the server exited (%v):\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a log: no event to wait on
 	}
 }

@@ -19,7 +19,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serveTLS accepts connections on 127.0.0.1 with cfg, completing each
-// handshake; it returns the address.
+// handshake and answering with the client's verified identity and a
+// newline; it returns the address.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
 	lis, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
@@ -34,8 +35,10 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 			if err != nil {
 				return
 			}
-			_ = c.(*tls.Conn).Handshake()
-			c.Write([]byte("x")) // fails for a refused client
+			tc := c.(*tls.Conn)
+			_ = tc.Handshake()
+			cs := tc.ConnectionState()
+			io.WriteString(tc, mtls.Identity(&cs)+"\n") // fails for a refused client
 			c.Close()
 		}
 	}()
@@ -169,40 +172,19 @@ func TestClientRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server answers each client with the identity it verified.
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", srv.Config(mtls.Require))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	defer func() { lis.Close(); <-done }()
-	go func() {
-		defer close(done)
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			tc := c.(*tls.Conn)
-			if tc.Handshake() == nil {
-				cs := tc.ConnectionState()
-				io.WriteString(tc, mtls.Identity(&cs)+"\n")
-			}
-			c.Close()
-		}
-	}()
+	addr := serveTLS(t, srv.Config(mtls.Require))
 	cf := ca1.Leaf(t, testpki.LeafOpts{URI: "spiffe://example.org/a"}).Write(t, ca1, dir, "client")
 	creds, err := mtls.NewClient(cf.CA, cf.Cert, cf.Key, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
 	identity := func() (string, error) {
-		raw, err := net.Dial("tcp", lis.Addr().String())
+		raw, err := net.Dial("tcp", addr)
 		if err != nil {
 			return "", err
 		}
 		defer raw.Close()
-		c, _, err := creds.ClientHandshake(context.Background(), lis.Addr().String(), raw)
+		c, _, err := creds.ClientHandshake(context.Background(), addr, raw)
 		if err != nil {
 			return "", err
 		}
