@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 
@@ -33,8 +34,9 @@ type Files struct {
 
 // Server is a TLS server configuration that follows its files.
 type Server struct {
-	files Files
-	log   *slog.Logger
+	files  Files
+	labels [3]string // what errors call the files: flags or bootstrap fields
+	log    *slog.Logger
 
 	mu     sync.Mutex
 	stamps [3]stamp
@@ -61,7 +63,7 @@ func NewServer(f Files, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{files: f, log: log}
+	s := &Server{files: f, labels: [3]string{"--tls-cert", "--tls-key", "--client-ca"}, log: log}
 	if _, err := s.reload(); err != nil {
 		return nil, err
 	}
@@ -82,7 +84,7 @@ func (s *Server) reload() (bool, error) {
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", p, err)
+			return false, fmt.Errorf("%s: %w", s.labels[i], err)
 		}
 		now[i] = stamp{fi}
 		if !s.stamps[i].same(fi) {
@@ -92,14 +94,18 @@ func (s *Server) reload() (bool, error) {
 	if !changed {
 		return false, nil
 	}
-	cert, err := tls.LoadX509KeyPair(s.files.Cert, s.files.Key)
-	if err != nil {
-		return false, fmt.Errorf("TLS certificate %s with key %s: %w", s.files.Cert, s.files.Key, err)
+	var cert tls.Certificate
+	if s.files.Cert != "" {
+		var err error
+		if cert, err = tls.LoadX509KeyPair(s.files.Cert, s.files.Key); err != nil {
+			return false, fmt.Errorf("%s/%s: %s with %s: %w", s.labels[0], s.labels[1], s.files.Cert, s.files.Key, err)
+		}
 	}
 	var pool *x509.CertPool
+	var err error
 	if s.files.ClientCA != "" {
 		if pool, err = LoadPool(s.files.ClientCA); err != nil {
-			return false, err
+			return false, fmt.Errorf("%s: %w", s.labels[2], err)
 		}
 	}
 	s.cert, s.pool, s.stamps = &cert, pool, now
@@ -188,4 +194,61 @@ func FromContext(ctx context.Context) string {
 		return Identity(&ti.State)
 	}
 	return ""
+}
+
+// NewClient returns the transport credentials of a client following its
+// files, the "tls" channel credentials of a gRPC xDS bootstrap (gRFC A65,
+// the file-watcher certificate provider's fields): caFile the roots the
+// server's certificate must chain to ("" for the system's), certFile and
+// keyFile the client certificate ("" for none). Like a server's, the files
+// are looked at on each handshake and re-read when they change, so a
+// long-lived client follows a rotation without a restart.
+func NewClient(caFile, certFile, keyFile string, log *slog.Logger) (credentials.TransportCredentials, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("config: certificate_file and private_key_file must be given together")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{files: Files{Cert: certFile, Key: keyFile, ClientCA: caFile},
+		labels: [3]string{"certificate_file", "private_key_file", "ca_certificate_file"}, log: log}
+	if _, err := s.reload(); err != nil {
+		return nil, err
+	}
+	return &clientCreds{s: s, TransportCredentials: credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})}, nil
+}
+
+// clientCreds hands each handshake to TLS credentials made from the files
+// as they are then. (The embedded credentials answer Info and refuse the
+// server side.)
+type clientCreds struct {
+	credentials.TransportCredentials
+	s          *Server
+	serverName string
+}
+
+func (c *clientCreds) config() *tls.Config {
+	cert, pool := c.s.current()
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: c.serverName}
+	if c.s.files.Cert != "" {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	return cfg
+}
+
+func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return credentials.NewTLS(c.config()).ClientHandshake(ctx, authority, conn)
+}
+
+func (c *clientCreds) Clone() credentials.TransportCredentials {
+	cc := *c
+	return &cc
+}
+
+// OverrideServerName is part of credentials.TransportCredentials.
+//
+// Deprecated: as in gRPC, use grpc.WithAuthority instead.
+func (c *clientCreds) OverrideServerName(name string) error {
+	c.serverName = name
+	return nil
 }

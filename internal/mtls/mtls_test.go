@@ -1,10 +1,12 @@
 package mtls_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"testing"
 
@@ -17,7 +19,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serveTLS accepts connections on 127.0.0.1 with cfg, completing each
-// handshake; it returns the address.
+// handshake and answering with the client's verified identity and a
+// newline; it returns the address.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
 	lis, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
@@ -32,8 +35,10 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 			if err != nil {
 				return
 			}
-			_ = c.(*tls.Conn).Handshake()
-			c.Write([]byte("x")) // fails for a refused client
+			tc := c.(*tls.Conn)
+			_ = tc.Handshake()
+			cs := tc.ConnectionState()
+			io.WriteString(tc, mtls.Identity(&cs)+"\n") // fails for a refused client
 			c.Close()
 		}
 	}()
@@ -154,5 +159,61 @@ func TestLoadErrors(t *testing.T) {
 		if _, err := mtls.NewServer(tc, quiet()); err == nil {
 			t.Errorf("NewServer(%+v) succeeded", tc)
 		}
+	}
+}
+
+// A client built from bootstrap files follows them too: a new client
+// certificate and a new CA file are used on the next handshake.
+func TestClientRotation(t *testing.T) {
+	dir := t.TempDir()
+	ca1, ca2 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2")
+	sf := ca1.Leaf(t, testpki.LeafOpts{Server: true}).Write(t, ca1, dir, "server")
+	srv, err := mtls.NewServer(mtls.Files{Cert: sf.Cert, Key: sf.Key, ClientCA: sf.CA}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLS(t, srv.Config(mtls.Require))
+	cf := ca1.Leaf(t, testpki.LeafOpts{URI: "spiffe://example.org/a"}).Write(t, ca1, dir, "client")
+	creds, err := mtls.NewClient(cf.CA, cf.Cert, cf.Key, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := func() (string, error) {
+		raw, err := net.Dial("tcp", addr)
+		if err != nil {
+			return "", err
+		}
+		defer raw.Close()
+		c, _, err := creds.ClientHandshake(context.Background(), addr, raw)
+		if err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(c)
+		return string(b), err
+	}
+	if got, err := identity(); err != nil || got != "spiffe://example.org/a\n" {
+		t.Fatalf("first: %q %v", got, err)
+	}
+	next := ca1.Leaf(t, testpki.LeafOpts{URI: "spiffe://example.org/b"})
+	next.Write(t, ca1, dir, "client")
+	if got, err := identity(); err != nil || got != "spiffe://example.org/b\n" {
+		t.Fatalf("after rotating the client certificate: %q %v", got, err)
+	}
+	// The client trusts only its CA file: a CA file of another CA fails
+	// the handshake, until it holds the server's CA again.
+	if err := os.WriteFile(cf.CA, ca2.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := identity(); err == nil {
+		t.Fatal("the client trusted a server its CA file does not cover")
+	}
+	if err := os.WriteFile(cf.CA, append(append([]byte{}, ca2.PEM...), ca1.PEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := identity(); err != nil || got != "spiffe://example.org/b\n" {
+		t.Fatalf("after restoring the CA: %q %v", got, err)
+	}
+	if _, err := mtls.NewClient(cf.CA, cf.Cert, "", quiet()); err == nil {
+		t.Error("a certificate without a key was accepted")
 	}
 }
