@@ -181,6 +181,24 @@ func TestSecureServe(t *testing.T) {
 		}
 	})
 
+	t.Run("certificate rotation", func(t *testing.T) {
+		serial := func(addr string) string {
+			c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: s.ca.Pool(), Certificates: []tls.Certificate{prod.TLS}, NextProtos: []string{"h2"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+		}
+		next := s.ca.Leaf(t, testpki.LeafOpts{Server: true})
+		next.Write(t, s.ca, s.dir, "server")
+		for port, addr := range map[string]string{"xDS": s.xds, "admin": s.adm} {
+			if got := serial(addr); got != next.Serial.String() {
+				t.Errorf("%s port after rotation: certificate %s, want the new %s", port, got, next.Serial)
+			}
+		}
+	})
+
 	t.Run("identity shown by status, denials counted", func(t *testing.T) {
 		d := protocoltest.NewDelta(t, s.conn(t, prod), protocoltest.Node("web-3", map[string]string{"env": "prod"}))
 		d.Sub(resource.ClusterURL, "prod-a")
