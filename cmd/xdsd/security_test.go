@@ -181,6 +181,24 @@ func TestSecureServe(t *testing.T) {
 		}
 	})
 
+	t.Run("certificate rotation", func(t *testing.T) {
+		serial := func(addr string) string {
+			c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: s.ca.Pool(), Certificates: []tls.Certificate{prod.TLS}, NextProtos: []string{"h2"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+		}
+		next := s.ca.Leaf(t, testpki.LeafOpts{Server: true})
+		next.Write(t, s.ca, s.dir, "server")
+		for port, addr := range map[string]string{"xDS": s.xds, "admin": s.adm} {
+			if got := serial(addr); got != next.Serial.String() {
+				t.Errorf("%s port after rotation: certificate %s, want the new %s", port, got, next.Serial)
+			}
+		}
+	})
+
 	t.Run("identity shown by status, denials counted", func(t *testing.T) {
 		d := protocoltest.NewDelta(t, s.conn(t, prod), protocoltest.Node("web-3", map[string]string{"env": "prod"}))
 		d.Sub(resource.ClusterURL, "prod-a")
@@ -189,6 +207,9 @@ func TestSecureServe(t *testing.T) {
 			code, out, _ := s.applyCmd(t, s.readTok, "status")
 			return code == 0 && strings.Contains(out, "web-3 ("+prodID+")")
 		})
+		if _, page := s.get(t, "/", s.readTok); !strings.Contains(page, prodID) {
+			t.Errorf("the page does not show the client's identity")
+		}
 		_, body := s.get(t, "/metrics", s.readTok)
 		for _, want := range []string{`xdsd_denied_total{reason="name"}`, `xdsd_denied_total{reason="param"}`, `xdsd_denied_total{reason="type"}`, `xdsd_denied_total{reason="client"}`} {
 			if !strings.Contains(body, want) {
@@ -283,6 +304,20 @@ func TestAdminAuth(t *testing.T) {
 	// A backup holds every secret whole: it needs a write token.
 	if code, _ := s.get(t, "/v1/backup", s.readTok); code != http.StatusForbidden {
 		t.Errorf("backup with a read token: %d, want 403", code)
+	}
+	// Tokens are revoked and added by editing the file: no restart.
+	writeFile(t, s.dir, "tokens", "nnnnnnnnnnnnnnnnnnnnnnnn write deploy\n")
+	if code, _, errOut := s.applyCmd(t, s.writeTok, "apply", "-f", docs); code == 0 || !strings.Contains(errOut, "not valid") {
+		t.Errorf("apply with a revoked token: exit %d %s", code, errOut)
+	}
+	newTok := writeFile(t, s.dir, "new.token", "nnnnnnnnnnnnnnnnnnnnnnnn\n")
+	if code, _, errOut := s.applyCmd(t, newTok, "delete", "cds", "prod-a"); code != 0 {
+		t.Errorf("delete with a token added to the file: exit %d %s", code, errOut)
+	}
+	// A file that stops parsing keeps the tokens it had.
+	writeFile(t, s.dir, "tokens", "short write\n")
+	if code, _ := s.get(t, "/v1/resources", newTok); code != http.StatusOK {
+		t.Errorf("after a bad edit of the token file: %d, want the previous tokens kept", code)
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/xdsd/xdsd/internal/mtls"
 )
@@ -26,9 +28,15 @@ const (
 // Tokens are the bearer tokens of an --admin-token-file: one a line,
 // "TOKEN read|write [NAME]"; blank lines and lines starting with # are
 // skipped. NAME (default "token N", N its line) is who audit records and
-// logs name.
+// logs name. A file loaded by LoadTokens is re-read when it changes, so
+// tokens are added and revoked without a restart (a file that no longer
+// parses keeps the previous tokens, and is logged).
 type Tokens struct {
-	list []token
+	path string // "" when parsed from bytes
+
+	mu    sync.Mutex
+	stamp os.FileInfo
+	list  []token
 }
 
 type token struct {
@@ -39,11 +47,46 @@ type token struct {
 
 // LoadTokens reads a token file; a bad line is an error naming it.
 func LoadTokens(path string) (*Tokens, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseTokens(b, path)
+	t, err := ParseTokens(b, path)
+	if err != nil {
+		return nil, err
+	}
+	t.path, t.stamp = path, fi
+	return t, nil
+}
+
+// refresh re-reads the file if it changed since it was read.
+func (t *Tokens) refresh(log *slog.Logger) {
+	if t.path == "" {
+		return
+	}
+	fi, err := os.Stat(t.path)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil && os.SameFile(fi, t.stamp) && fi.ModTime().Equal(t.stamp.ModTime()) && fi.Size() == t.stamp.Size() {
+		return
+	}
+	var next *Tokens
+	if err == nil {
+		next, err = LoadTokens(t.path)
+	}
+	if err != nil {
+		log.Warn("admin token file changed but could not be read; keeping the previous tokens", "error", err)
+		if fi != nil {
+			t.stamp = fi // logged once per change
+		}
+		return
+	}
+	t.list, t.stamp = next.list, next.stamp
+	log.Info("admin token file reloaded", "file", t.path, "tokens", len(t.list))
 }
 
 // ParseTokens parses a token file's contents (file names it in errors).
@@ -87,6 +130,8 @@ func ParseTokens(b []byte, file string) (*Tokens, error) {
 
 // lookup finds a presented token, comparing every entry in constant time.
 func (t *Tokens) lookup(presented string) (token, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var found token
 	ok := false
 	for _, tk := range t.list {
@@ -139,6 +184,7 @@ func protect(o Options, h http.Handler) http.Handler {
 			have = Read
 		}
 		if auth := r.Header.Get("Authorization"); auth != "" && o.Tokens != nil {
+			o.Tokens.refresh(o.Logger)
 			presented, ok := strings.CutPrefix(auth, "Bearer ")
 			tk, found := o.Tokens.lookup(presented)
 			if !ok || !found {

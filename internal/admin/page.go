@@ -23,6 +23,7 @@ import (
 // client.Upstream), by their JSON form, so admin depends on neither.
 type pageClient struct {
 	NodeID    string            `json:"node_id"`
+	Identity  string            `json:"identity"`
 	Address   string            `json:"address"`
 	Kind      string            `json:"kind"`
 	Connected time.Time         `json:"connected"`
@@ -286,7 +287,7 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 {{end}}
 <h2>Clients ({{len .Clients}})</h2>
 {{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>holds (variant, version)</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
-{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
+{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{if $c.Identity}}<br><span class="muted">{{$c.Identity}}</span>{{end}}{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
 <td>{{$t.Type}}</td><td>{{range $t.Subscriptions}}<code>{{if .Name}}{{.Name}}{{else}}(wildcard){{end}}</code>{{range $k, $v := .Params}} <span class="muted">{{$k}}={{$v}}</span>{{end}}<br>{{end}}</td>
 <td>{{range $t.Held}}<code>{{.Name}}</code>{{if .Absent}} <span class="muted">does not exist</span>{{else}}{{if .Constraints}} <span class="muted">[{{.Constraints}}]</span>{{end}} @{{.Version}}{{end}}<br>{{end}}</td>
 <td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td class="wrap">{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: rejected version {{$t.LastNack.Version}}{{if $t.LastNack.LastGood}} (holds {{$t.LastNack.LastGood}}){{end}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>

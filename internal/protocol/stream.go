@@ -249,7 +249,7 @@ func (s *stream) setNode(n *corev3.Node) {
 	}
 	s.node = n
 	s.nodeParams = NodeParams(n)
-	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "address", s.addr,
+	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "identity", s.identity, "address", s.addr,
 		"kind", s.kind(), "params", paramsAttr(s.nodeParams))
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {
