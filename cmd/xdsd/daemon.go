@@ -158,7 +158,10 @@ func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server
 		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout: f.adminReadTimeout, IdleTimeout: 2 * time.Minute}
 	}
-	d.g = grpc.NewServer(append(f.grpcCreds(), protocol.ServerCodec(), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
+	// protocol.ServerOptions: xdsd's codec, one goroutine per idle stream,
+	// a write buffer shared by idle connections (memory per stream,
+	// BENCHMARKS.md (e)).
+	d.g = grpc.NewServer(append(append(f.grpcCreds(), protocol.ServerOptions()...), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))...)
 	register(d.g)

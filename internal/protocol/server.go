@@ -142,13 +142,21 @@ func (s *Server) Register(g *grpc.Server) {
 // Serve runs one stream: delta or SotW, for one type (a per-type service)
 // or any (ADS, typeURL ""). It returns when the stream ends.
 func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
-	ctx, cancel := context.WithCancel(ss.Context())
-	defer cancel()
+	ctx := ss.Context()
+	stop := streamStop(ctx)
+	cancel := stop
+	if stop == nil {
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+	}
 	st := &stream{cancel: cancel,
 		srv: s, ss: ss, delta: delta, fixedType: typeURL,
 		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), started: time.Now(),
-		wake: make(chan struct{}, 1), types: map[string]*typeState{},
+		types:   map[string]*typeState{},
 		limiter: newLimiter(s.opts.RequestRate, s.opts.RequestBurst),
+	}
+	if stop == nil {
+		st.wake = make(chan struct{}, 1)
 	}
 	st.sub = db.NewSubscriber(st.signal)
 	s.mu.Lock()
@@ -171,8 +179,8 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		}
 		s.metrics.streams.WithLabelValues(st.kind()).Dec()
 	}()
-	err := st.run(ctx)
-	if ctx.Err() != nil && ss.Context().Err() == nil {
+	err := st.run(ctx, stop)
+	if st.closing.Load() {
 		return status.Error(codes.Unavailable, "server shutting down")
 	}
 	st.mu.Lock()
@@ -199,6 +207,7 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	for _, st := range streams {
+		st.closing.Store(true)
 		st.cancel()
 	}
 }
