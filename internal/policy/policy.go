@@ -25,7 +25,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -174,22 +173,31 @@ func paramMap(n *yaml.Node, path string, perr perrFunc) (map[string][]string, er
 	return m, nil
 }
 
-// match reports whether s matches glob g ("*": any run of characters).
+// match reports whether s matches glob g ("*": any run of characters),
+// in time linear in len(g)*len(s) at worst: on a mismatch it backtracks
+// only to the last star, letting it take one more character.
 func match(g, s string) bool {
-	star := strings.IndexByte(g, '*')
-	if star < 0 {
-		return g == s
-	}
-	if !strings.HasPrefix(s, g[:star]) {
-		return false
-	}
-	s, g = s[star:], g[star+1:]
-	for i := 0; i <= len(s); i++ {
-		if match(g, s[i:]) {
-			return true
+	gi, si := 0, 0
+	star, mark := -1, 0
+	for si < len(s) {
+		switch {
+		case gi < len(g) && g[gi] == '*':
+			star, mark = gi, si
+			gi++
+		case gi < len(g) && g[gi] == s[si]:
+			gi++
+			si++
+		case star >= 0:
+			mark++
+			gi, si = star+1, mark
+		default:
+			return false
 		}
 	}
-	return false
+	for gi < len(g) && g[gi] == '*' {
+		gi++
+	}
+	return gi == len(g)
 }
 
 func matchAny(globs []string, s string) bool {

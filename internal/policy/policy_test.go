@@ -105,3 +105,45 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestGlob(t *testing.T) {
+	p := func(glob string) *policy.Policy {
+		return mustParse(t, "rules:\n- names: [\""+glob+"\"]\n")
+	}
+	for _, tc := range []struct {
+		glob, name string
+		want       bool
+	}{
+		{"*", "", true},
+		{"*", "anything/at/all", true},
+		{"a*", "abc", true},
+		{"a*", "ba", false},
+		{"*c", "abc", true},
+		{"a*c", "ac", true},
+		{"a*b*c", "axxbyyc", true},
+		{"a*b*c", "axxbyy", false},
+		{"xdstp://a/*/x", "xdstp://a/t/y/x", true},
+		{"exact", "exact", true},
+		{"exact", "exactly", false},
+		{"**", "x", true},
+		{"a*a*a*a*a*a*b", strings.Repeat("a", 200), false},
+	} {
+		got := p(tc.glob).Allow("", resource.ClusterURL, tc.name) == ""
+		if got != tc.want {
+			t.Errorf("%q matches %q = %v, want %v", tc.glob, tc.name, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkAllow is the check a stream with a policy makes for each
+// resource it could be sent.
+func BenchmarkAllow(b *testing.B) {
+	p, err := policy.Parse([]byte(prodTest), "policy.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const test = "spiffe://example.org/ns/test/sa/web"
+	for b.Loop() {
+		p.Allow(test, resource.ClusterURL, "xdstp://test.example/envoy.config.cluster.v3.Cluster/service-1234")
+	}
+}
