@@ -16,7 +16,7 @@ import (
 func TestBackupAndRestore(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "xdsd.db")
-	xds, adm, stop := startStoppableServe(t, "--store", "bolt:"+db)
+	_, adm, stop := startStoppableServe(t, "--store", "bolt:"+db)
 	for i := 1; i <= 3; i++ {
 		if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "c.yaml", cl+"name: a\nalt_stat_name: v"+string(rune('0'+i))+"\n")); code != 0 {
 			t.Fatal(errOut)
@@ -65,7 +65,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "restored revision "+rev+" into "+db) || !strings.Contains(out, "kept as "+db+".replaced-") {
 		t.Fatalf("restore: %d %s %s", code, out, errOut)
 	}
-	xds, adm, _ = startStoppableServe(t, "--store", "bolt:"+db)
+	xds, adm, _ := startStoppableServe(t, "--store", "bolt:"+db)
 	code, out, errOut = runCmd(t, "get", "--server", xds, "cds", "a")
 	if code != 0 || !strings.Contains(out, "alt_stat_name: v3") || !strings.Contains(out, `version: "3"`) {
 		t.Errorf("after the restore, cds a: %d %s %s", code, out, errOut)

@@ -58,13 +58,6 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 	if err := asJSON(a.o.Clients(), &clients); err != nil || len(clients) == 0 {
 		return nil
 	}
-	// What each touched resource will hold: a put replaces the variant
-	// set; a delete removes all, or one variant.
-	after := map[group][]*resource.Variant{}
-	for _, v := range b.Puts {
-		g := group{v.Type.URL, v.Name}
-		after[g] = append(after[g], v)
-	}
 	type subscriber struct {
 		c      *pageClient
 		params map[string]string
@@ -80,6 +73,27 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 			for _, s := range t.Subscriptions {
 				subs[group{typ.URL, s.Name}] = append(subs[group{typ.URL, s.Name}], subscriber{c, s.Params})
 			}
+		}
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	// What each touched resource that clients subscribe to will hold: a
+	// put replaces the variant set; a delete removes all, or one variant.
+	// (Only those: a batch of 100,000 resources costs no copy of itself.)
+	after := map[group][]*resource.Variant{}
+	for _, v := range b.Puts {
+		if g := (group{v.Type.URL, v.Name}); subs[g] != nil {
+			after[g] = append(after[g], v)
+		}
+	}
+	touched := map[group]bool{} // groups both deleted and put
+	for _, d := range b.Deletes {
+		touched[group{d.Type, d.Name}] = false
+	}
+	for _, v := range b.Puts {
+		if _, ok := touched[group{v.Type.URL, v.Name}]; ok {
+			touched[group{v.Type.URL, v.Name}] = true
 		}
 	}
 	rev := a.o.Store.Rev()
@@ -121,8 +135,8 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 	}
 	for _, d := range b.Deletes {
 		g := group{d.Type, d.Name}
-		if _, ok := after[g]; ok {
-			continue // put and deleted: the batch is refused anyway
+		if touched[g] || subs[g] == nil {
+			continue // put and deleted: the batch is refused anyway; or no subscriber
 		}
 		var next []*resource.Variant
 		if !d.All {

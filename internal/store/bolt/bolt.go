@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -587,7 +588,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 
 // putHistory writes the record and the undo data of revision rev.
 func putHistory(tx *bbolt.Tx, rev int64, a store.Audit, p store.Plan) error {
-	rec, err := store.MarshalRevision(store.NewRevision(rev, time.Now(), a, p))
+	rec, err := encodeRevision(time.Now(), a, p)
 	if err != nil {
 		return err
 	}
@@ -624,10 +625,100 @@ func openRevision(k, v []byte) (store.Revision, error) {
 	if crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, rec) != sum {
 		return store.Revision{}, fmt.Errorf("damaged record of revision %d: checksum mismatch", rev)
 	}
-	r, err := store.UnmarshalRevision(rec)
+	r, err := decodeRevision(int64(rev), rec)
 	if err != nil {
 		return store.Revision{}, fmt.Errorf("revision %d: %w", rev, err)
 	}
+	return r, nil
+}
+
+// A revision record is compact, as a batch of 100,000 resources has one:
+// a format byte, the length and JSON of its header (time, audit), then
+// for each change an operation byte and the length and bytes of the key
+// (resKey). The version a put gave is store.Version of the revision and
+// the constraints, so it is not stored; the changes are sorted on reading.
+const revisionFormat = 1
+
+type revisionHeader struct {
+	Time  time.Time   `json:"t"`
+	Audit store.Audit `json:"a"`
+}
+
+const (
+	opCreated = 'c'
+	opUpdated = 'u'
+	opDeleted = 'd'
+)
+
+func encodeRevision(at time.Time, a store.Audit, p store.Plan) ([]byte, error) {
+	h, err := json.Marshal(revisionHeader{Time: at.UTC(), Audit: a})
+	if err != nil {
+		return nil, err
+	}
+	n := 1 + binary.MaxVarintLen64 + len(h)
+	for _, v := range p.Puts {
+		n += 1 + binary.MaxVarintLen64 + len(v.Type.URL) + len(v.Name) + len(v.Constraints.Key()) + 2
+	}
+	for _, k := range p.Deletes {
+		n += 1 + binary.MaxVarintLen64 + len(k.Type) + len(k.Name) + len(k.Constraints) + 2
+	}
+	b := make([]byte, 0, n)
+	b = append(b, revisionFormat)
+	b = protowire.AppendBytes(b, h)
+	for _, v := range p.Puts {
+		op := byte(opCreated)
+		if p.Prev[v.Key()] != nil {
+			op = opUpdated
+		}
+		b = append(b, op)
+		b = protowire.AppendBytes(b, resKey(v.Key()))
+	}
+	for _, k := range p.Deletes {
+		b = append(b, opDeleted)
+		b = protowire.AppendBytes(b, resKey(k))
+	}
+	return b, nil
+}
+
+func decodeRevision(rev int64, b []byte) (store.Revision, error) {
+	if len(b) == 0 || b[0] != revisionFormat {
+		return store.Revision{}, errors.New("damaged revision record: unknown format")
+	}
+	h, n := protowire.ConsumeBytes(b[1:])
+	if n < 0 {
+		return store.Revision{}, errors.New("damaged revision record: header")
+	}
+	var hdr revisionHeader
+	if err := json.Unmarshal(h, &hdr); err != nil {
+		return store.Revision{}, fmt.Errorf("damaged revision record: %w", err)
+	}
+	r := store.Revision{Rev: rev, Time: hdr.Time, Audit: hdr.Audit}
+	for b = b[1+n:]; len(b) > 0; {
+		op := b[0]
+		kb, n := protowire.ConsumeBytes(b[1:])
+		if n < 0 {
+			return store.Revision{}, errors.New("damaged revision record: change")
+		}
+		b = b[1+n:]
+		k, err := splitKey(kb)
+		if err != nil {
+			return store.Revision{}, err
+		}
+		c := store.Change{Key: k}
+		switch op {
+		case opCreated:
+			c.Op, c.Version = store.Created, store.Version(rev, k.Constraints)
+		case opUpdated:
+			c.Op, c.Version = store.Updated, store.Version(rev, k.Constraints)
+		case opDeleted:
+			c.Op = store.Deleted
+		default:
+			return store.Revision{}, fmt.Errorf("damaged revision record: operation %q", op)
+		}
+		r.Changes = append(r.Changes, c)
+	}
+	slices.SortFunc(r.Changes, func(a, b store.Change) int { return store.CompareKeys(a.Key, b.Key) })
+	r.Total = len(r.Changes)
 	return r, nil
 }
 
@@ -647,10 +738,12 @@ func (s *Store) Revisions(ctx context.Context, q store.HistoryQuery) (store.Revi
 			meta := tx.Bucket(bucketMeta)
 			out = store.RevisionList{Rev: int64(getU64(meta.Get(keyRev))), Oldest: oldest(meta)}
 			c := tx.Bucket(bucketRevs).Cursor()
-			k, v := c.Last()
-			if q.Before > 0 {
-				k, v = c.Seek(u64(uint64(q.Before)))
-				if k == nil {
+			var k, v []byte
+			switch {
+			case q.Before <= 0:
+				k, v = c.Last()
+			default:
+				if k, _ = c.Seek(u64(uint64(q.Before))); k == nil {
 					k, v = c.Last()
 				} else {
 					k, v = c.Prev()
