@@ -612,6 +612,10 @@ func notReached(c *client.Client, n string, timeout time.Duration) string {
 	if len(u.Servers) == 1 {
 		why = strings.TrimPrefix(why, u.Servers[0]+": ")
 	}
+	if strings.Contains(why, "PermissionDenied") || strings.Contains(why, "Unauthenticated") {
+		// Reached, and refused: its policy, or a certificate it did not take.
+		return fmt.Sprintf("%s refused the stream: %s", servers, why)
+	}
 	return fmt.Sprintf("cannot reach %s: %s", servers, why)
 }
 

@@ -179,6 +179,18 @@ func TestSecureServe(t *testing.T) {
 		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `env="prod"`) {
 			t.Errorf("locator claim: %v, want PERMISSION_DENIED naming env", err)
 		}
+		// xdsd get says the server refused, not that it cannot be reached.
+		f := prod.Write(t, s.ca, t.TempDir(), "get")
+		bs, _ := json.Marshal(map[string]any{
+			"xds_servers": []any{map[string]any{"server_uri": s.xds, "server_features": []string{"xds_v3"},
+				"channel_creds": []any{map[string]any{"type": "tls", "config": map[string]any{
+					"ca_certificate_file": f.CA, "certificate_file": f.Cert, "private_key_file": f.Key}}}}},
+			"node": map[string]any{"id": "get-1"},
+		})
+		code, _, errOut := runCmd(t, "get", "--bootstrap", writeFile(t, t.TempDir(), "bootstrap.json", string(bs)), "--param", "env=test", "--timeout", "5s", "cds", "prod-a")
+		if code != 1 || !strings.Contains(errOut, "refused the stream") || !strings.Contains(errOut, `env="test"`) {
+			t.Errorf("get with a denied claim: exit %d: %s", code, errOut)
+		}
 	})
 
 	t.Run("certificate rotation", func(t *testing.T) {
