@@ -38,7 +38,9 @@ type Relay struct {
 }
 
 // New starts a relay of the upstreams in b (federation: each authority's
-// servers). Register it on a gRPC server made with protocol.ServerCodec().
+// servers). Register it on a gRPC server made with protocol.ServerOptions()
+// (at least protocol.ServerCodec(); ServerOptions also keeps an idle stream
+// to one goroutine).
 func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
