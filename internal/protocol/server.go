@@ -195,8 +195,11 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	return err
 }
 
-// Close ends every stream with UNAVAILABLE, so clients reconnect (to
-// another server) at once, and refuses new ones. A gRPC server's graceful
+// Close ends every stream, so clients reconnect (to another server) at
+// once, and refuses new ones. A stream ends with UNAVAILABLE, or, on a gRPC
+// server made with ServerOptions, with CANCELLED: gRPC writes that status
+// itself when it ends the read Close interrupts (xDS clients, Envoy's and
+// gRPC's, retry a stream whatever its status). A gRPC server's graceful
 // stop would otherwise wait for xDS streams, which never end on their own.
 func (s *Server) Close() {
 	s.mu.Lock()
