@@ -1,0 +1,3 @@
+package etcd_test
+
+func crashChildMain() bool { return false }
