@@ -38,16 +38,15 @@ func Binary(t testing.TB) string {
 
 // Member is one etcd server.
 type Member struct {
-	Name      string
-	Client    string // host:port
-	peer      string
-	dir       string
-	args      []string
-	bin       string
-	mu        sync.Mutex
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	logOutput *os.File
+	Name   string
+	Client string // host:port
+	peer   string
+	dir    string
+	args   []string
+	bin    string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // Cluster is a running etcd cluster.
