@@ -545,6 +545,17 @@ func (s *Store) record(rev int64, keys []resource.Key) {
 	s.notify.Wake()
 }
 
+// crashHook, set by tests, runs at the points of a staged apply where a
+// writer may die: after a chunk is staged, after the commit, after a part
+// of the copy.
+var crashHook func(point string)
+
+func crashPoint(p string) {
+	if crashHook != nil {
+		crashHook(p)
+	}
+}
+
 func newID() string {
 	var b [12]byte
 	rand.Read(b[:])
@@ -608,6 +619,7 @@ func (s *Store) commitStaged(ctx context.Context, ops []op, nh head, cmp clientv
 		}
 		n++
 		chunk = chunk[:0]
+		crashPoint("staging")
 		return nil
 	}
 	for _, o := range ops {
@@ -635,6 +647,7 @@ func (s *Store) commitStaged(ctx context.Context, ops []op, nh head, cmp clientv
 		abandon()
 		return 0, "", false, nil
 	}
+	crashPoint("committed")
 	return tr.Header.Revision, id, true, nil
 }
 
@@ -706,6 +719,7 @@ func (s *Store) materialize(ctx context.Context, h head, modRev int64) error {
 		if !tr.Succeeded {
 			return nil // someone else finished it
 		}
+		crashPoint("copying")
 	}
 	h.Applied = true
 	hb, _ := json.Marshal(h)
