@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
@@ -276,4 +279,62 @@ func TestMemberKilled(t *testing.T) {
 		t.Fatalf("replica through the restarted member at rev %d", s.Rev())
 	}
 	sameVersions(t, "through the restarted member", versions(t, a), versions(t, s))
+}
+
+// A replica whose watch resumes at a compacted revision (its member was
+// down while the others went on and compacted) reloads the whole state and
+// hands its watchers the difference as an ordinary change set, not a
+// reset: connected clients keep their streams and what they hold.
+func TestCompactedWatchReloads(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	p := freshPrefix()
+	ctx := context.Background()
+	a, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[1].Client, c.Members[2].Client}, Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[0].Client}, Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.Apply(ctx, store.Batch{Puts: clusters(300, "c", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	waitRev(t, b, 1)
+	w := store.Watch(b, 1)
+
+	c.Members[0].Kill()
+	var last store.Result
+	for i := range 5 {
+		if last, err = a.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster(fmt.Sprintf("c%d", i), "", "2")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Members[1].Client}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	gr, err := cl.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Compact(ctx, gr.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	c.Members[0].Restart(t)
+
+	waitRev(t, b, last.Rev)
+	sameVersions(t, "after the reload", versions(t, a), versions(t, b))
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cs, err := w.Next(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Reset || cs.Rev != last.Rev || len(cs.Puts) != 5 || len(cs.Deletes) != 0 {
+		t.Fatalf("change set after the reload: rev %d, reset %v, %d puts, %d deletes", cs.Rev, cs.Reset, len(cs.Puts), len(cs.Deletes))
+	}
 }
