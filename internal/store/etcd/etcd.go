@@ -177,7 +177,7 @@ func (s *Store) headKey() string { return s.key("head") }
 
 func unreachable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrNoLeader) {
-		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return fmt.Errorf("%w (no answer from a quorum): %v", ErrUnreachable, err)
 	}
 	return err
 }
@@ -202,7 +202,7 @@ func (s *Store) setReach(err error) {
 	if err == nil {
 		s.unreach = ""
 	} else {
-		s.unreach = "etcd store unreachable: " + err.Error()
+		s.unreach = fmt.Sprintf("etcd store unreachable (%s): %v", strings.Join(s.o.Endpoints, ","), err)
 	}
 }
 
@@ -328,10 +328,16 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-// readHead reads head at the current etcd revision.
+// readHead reads head at the current etcd revision. While the probe finds
+// etcd unreachable, it waits only a second for it, so that an apply fails
+// fast.
 func (s *Store) readHead(ctx context.Context) (*clientv3.GetResponse, error) {
 	rctx, cancel := s.rctx(ctx)
 	defer cancel()
+	if s.Unreachable() != "" {
+		rctx, cancel = context.WithTimeout(rctx, time.Second)
+		defer cancel()
+	}
 	resp, err := s.c.Get(rctx, s.headKey())
 	if err != nil {
 		return nil, unreachable(err)
