@@ -24,6 +24,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
 	Registerer prometheus.Registerer
+	// CacheLinger keeps an upstream subscription, and its cache entry
+	// fresh, this long after the last downstream of its (type, name,
+	// parameters) has left: short-lived clients (jobs, CLIs, a client
+	// making one call) find a warm cache, and one connecting while the
+	// upstream is down is still served. Zero: none (xdsd relay's
+	// --cache-linger defaults to 5m).
+	CacheLinger time.Duration
 
 	pendingWait time.Duration // Policy.PendingWait; tests shorten it
 }
@@ -35,10 +42,16 @@ type Relay struct {
 	proto  *protocol.Server
 	hits   *prometheus.CounterVec
 	misses *prometheus.CounterVec
+	// Upstream subscriptions kept by CacheLinger with no downstream, and
+	// those a downstream took up again.
+	lingering prometheus.Gauge
+	revived   prometheus.Counter
 }
 
 // New starts a relay of the upstreams in b (federation: each authority's
-// servers). Register it on a gRPC server made with protocol.ServerCodec().
+// servers). Register it on a gRPC server made with protocol.ServerOptions()
+// (at least protocol.ServerCodec(); ServerOptions also keeps an idle stream
+// to one goroutine).
 func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -48,6 +61,10 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 			Help: "Downstream subscriptions answered from the cache at once, by resource type."}, []string{"type"}),
 		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_relay_cache_misses_total",
 			Help: "Downstream subscriptions that had to wait for the upstream, by resource type."}, []string{"type"}),
+		lingering: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdsd_relay_lingering_subscriptions",
+			Help: "Upstream subscriptions kept fresh after their last downstream left (--cache-linger)."}),
+		revived: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdsd_relay_lingering_revived_total",
+			Help: "Lingering upstream subscriptions a downstream subscribed to again before they ended."}),
 	}
 	p := r.policy(o)
 	co := o.Client
@@ -62,7 +79,7 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	po.Logger, po.Registerer = o.Logger, o.Registerer
 	r.proto = protocol.NewCacheServer(cache, po, p)
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(r.hits, r.misses, &upstreamCollector{c: c})
+		o.Registerer.MustRegister(r.hits, r.misses, r.lingering, r.revived, &upstreamCollector{c: c})
 	}
 	return r, nil
 }
@@ -93,6 +110,14 @@ func (r *Relay) policy(o Options) cachepolicy.Policy {
 		// answered.
 		HonorDoNotCache: true,
 		PendingWait:     o.pendingWait,
+		// Downstreams that come and go find the cache warm.
+		Linger: o.CacheLinger,
+		Lingering: func(n int, revived bool) {
+			r.lingering.Set(float64(n))
+			if revived {
+				r.revived.Inc()
+			}
+		},
 	}
 }
 

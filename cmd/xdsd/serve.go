@@ -17,10 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -40,23 +42,24 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 }
 
 // openStore opens a --store value: bolt:PATH, mem: or
-// etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
-func openStore(ctx context.Context, spec string, log *slog.Logger) (store.Store, error) {
+// etcd://HOST:PORT[,HOST:PORT...][/PREFIX], keeping history revisions of
+// history.
+func openStore(ctx context.Context, spec string, history int, log *slog.Logger) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "bolt":
 		if arg == "" {
 			return nil, usagef("--store bolt: needs a path, e.g. bolt:./xdsd.db")
 		}
-		return bolt.Open(arg, bolt.Options{})
+		return bolt.Open(arg, bolt.Options{History: history})
 	case "mem":
-		return mem.New(), nil
+		return mem.NewWithHistory(history), nil
 	case "etcd":
 		o, err := etcd.ParseURL(spec)
 		if err != nil {
 			return nil, usagef("--store %v", err)
 		}
-		o.Logger = log
+		o.Logger, o.History = log, history
 		return etcd.Open(ctx, o)
 	}
 	return nil, usagef("--store %q: want bolt:PATH, mem: or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", spec)
@@ -67,6 +70,7 @@ type serveFlags struct {
 	storeSpec, watchDir string
 	watchInterval       time.Duration
 	maxBatchBytes       int64
+	history             int
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -76,6 +80,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable), mem: (nothing survives) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (shared by replicas)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
+	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
 	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
@@ -89,6 +94,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.watchInterval <= 0 {
 		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
+	}
+	if f.history < 1 || f.history > 10_000_000 {
+		return usagef("--history %d: want 1 to 10000000 revisions", f.history)
 	}
 	if f.maxBatchBytes <= 0 {
 		return usagef("--max-batch-bytes %d: want a positive number of bytes", f.maxBatchBytes)
@@ -109,7 +117,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 // The listeners are bound before --watch touches the store, so that a
 // server that cannot start leaves the store as it found it.
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, admin string)) error {
-	st, err := openStore(ctx, f.storeSpec, log)
+	if err := f.load(f.adminAddr, log); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, f.storeSpec, f.history, log)
 	if err != nil {
 		return err
 	}
@@ -121,7 +132,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owner: watchOwner(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
+		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
+		Rollout: func(rev int64, changes []store.Change) rollout.Report {
+			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {
+				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})
+				return vs
+			})
+		},
 	}))
 	if err != nil {
 		return err

@@ -240,6 +240,8 @@ type fanout struct {
 	responses      float64 // responses per change
 	bytesPerStream float64
 	rssPerStream   float64
+	heapPerStream  float64 // of it, Go heap in use
+	stackPerStream float64 // of it, goroutine stacks
 	encodedLen     int
 	missing        int
 	streams        int // xDS streams open on the measured server (a relay's origin) once connected
@@ -412,7 +414,26 @@ func (b *bench) idle(f *fanout, sc scenario, impl string) error {
 		return err
 	}
 	f.rssPerStream = float64(loaded.RSSBytes-base.RSSBytes) / float64(sc.connect.Streams)
+	f.heapPerStream = float64(loaded.HeapBytes-base.HeapBytes) / float64(sc.connect.Streams)
+	f.stackPerStream = float64(loaded.StackBytes-base.StackBytes) / float64(sc.connect.Streams)
+	if dir := os.Getenv("XDSBENCH_PROFILE_DIR"); dir != "" {
+		// A heap profile of the server holding the idle streams: where
+		// the memory per stream goes.
+		saveProfile(srv, "/debug/pprof/heap", filepath.Join(dir, impl+".heap"))
+		saveProfile(srv, "/debug/pprof/goroutine?debug=1", filepath.Join(dir, impl+".goroutines"))
+	}
 	return nil
+}
+
+// saveProfile writes what the server's pprof endpoint path answers to file.
+func saveProfile(s *server, path, file string) {
+	resp, err := http.Get("http://" + s.control + path)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	os.WriteFile(file, data, 0o644)
 }
 
 func (b *bench) scenarios() map[string]scenario {
@@ -581,14 +602,15 @@ func writeIdle(w io.Writer, sc scenario, rows []fanout) {
 			raw = r
 		}
 	}
-	fmt.Fprintln(w, "| server | connect (ms) | RSS per idle stream after GC (KiB) | ÷ raw gRPC's |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	fmt.Fprintln(w, "| server | connect (ms) | RSS per idle stream after GC (KiB) | of it: heap (KiB) | goroutine stacks (KiB) | ÷ raw gRPC's |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(w, "| %s | error: %v |||\n", r.impl, r.err)
+			fmt.Fprintf(w, "| %s | error: %v |||||\n", r.impl, r.err)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.1f | %s |\n", r.impl, r.connectMS, r.rssPerStream/1024, ratio(r.rssPerStream, raw.rssPerStream))
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %.1f | %.1f | %s |\n", r.impl, r.connectMS, r.rssPerStream/1024,
+			r.heapPerStream/1024, r.stackPerStream/1024, ratio(r.rssPerStream, raw.rssPerStream))
 	}
 	fmt.Fprintln(w)
 }

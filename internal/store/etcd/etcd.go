@@ -32,9 +32,10 @@ const (
 	pageSize    = 5000
 )
 
-// DefaultHistory is how many revisions of change history a replica keeps
-// in memory for watchers resuming from a revision.
-const DefaultHistory = 100000
+// DefaultHistory is how many revisions are kept: their records and undo
+// data in etcd (history, rollback), and in each replica's memory with
+// their change log (watchers resuming from a revision).
+const DefaultHistory = 1000
 
 // ErrContended is returned by an Apply that lost the race for the commit
 // to other writers MaxAttempts times in a row.
@@ -120,6 +121,8 @@ type Store struct {
 type entry struct {
 	rev  int64
 	keys []resource.Key
+	rec  store.Revision
+	undo map[resource.Key]*resource.Variant
 }
 
 // Open connects to etcd, loads the state under the prefix and follows it.
@@ -212,7 +215,18 @@ const (
 	opDelete  = 2 // bytes: resKey
 	opMeta    = 3 // bytes: key, value
 	opDelMeta = 4 // bytes: key
+	opRev     = 5 // bytes: revision (16 digits), record without its changes
+	opChange  = 6 // bytes: revision/resKey, change kind byte and the variant it replaced
 )
+
+// Change kinds, the first byte of an opChange value.
+const (
+	chCreated = 'c'
+	chUpdated = 'u'
+	chDeleted = 'd'
+)
+
+func revKey(rev int64) string { return fmt.Sprintf("%016d", rev) }
 
 type op struct {
 	kind int
@@ -222,10 +236,12 @@ type op struct {
 
 func (o op) size() int { return len(o.key) + len(o.val) + 16 }
 
+func (o op) hasVal() bool { return o.kind != opDelete && o.kind != opDelMeta }
+
 func encodeOp(b []byte, o op) []byte {
 	var in []byte
 	in = protowire.AppendBytes(in, o.key)
-	if o.kind == opPut || o.kind == opMeta {
+	if o.hasVal() {
 		in = protowire.AppendBytes(in, o.val)
 	}
 	b = protowire.AppendTag(b, protowire.Number(o.kind), protowire.BytesType)
@@ -251,7 +267,7 @@ func decodeOps(b []byte) ([]op, error) {
 			return nil, errors.New("corrupt staged batch")
 		}
 		o.key = k
-		if o.kind == opPut || o.kind == opMeta {
+		if o.hasVal() {
 			v, m := protowire.ConsumeBytes(in[n:])
 			if m < 0 {
 				return nil, errors.New("corrupt staged batch")
@@ -272,8 +288,24 @@ func (s *Store) etcdOp(o op) clientv3.Op {
 		return clientv3.OpDelete(s.key("r/", string(o.key)))
 	case opMeta:
 		return clientv3.OpPut(s.key("m/", string(o.key)), string(o.val))
+	case opRev:
+		return clientv3.OpPut(s.key("hr/", string(o.key)), string(o.val))
+	case opChange:
+		return clientv3.OpPut(s.key("hu/", string(o.key)), string(o.val))
 	default:
 		return clientv3.OpDelete(s.key("m/", string(o.key)))
+	}
+}
+
+// trimOps delete the history older than the History revisions up to rev.
+func (s *Store) trimOps(rev int64) []clientv3.Op {
+	keep := rev - int64(s.o.History) + 1
+	if keep <= 1 {
+		return nil
+	}
+	return []clientv3.Op{
+		clientv3.OpDelete(s.key("hr/"), clientv3.WithRange(s.key("hr/", revKey(keep)))),
+		clientv3.OpDelete(s.key("hu/"), clientv3.WithRange(s.key("hu/", revKey(keep)))),
 	}
 }
 
@@ -389,6 +421,10 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		s.mu.Unlock()
 		return store.Result{}, true, nil
 	}
+	if err := store.CheckIfRev(b, h.Rev); err != nil {
+		s.mu.Unlock()
+		return store.Result{}, false, err
+	}
 	p, err := store.MakePlan(mirrorReader{s}, b, h.Rev+1)
 	if err != nil {
 		s.mu.Unlock()
@@ -405,13 +441,13 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		return store.Result{Rev: h.Rev}, false, nil
 	}
 
-	ops, err := planOps(p)
-	if err != nil {
-		return store.Result{}, false, err
-	}
 	nh := head{Rev: h.Rev}
 	if !p.Empty() {
 		nh.Rev++
+	}
+	ops, err := planOps(p, nh.Rev, b.Audit)
+	if err != nil {
+		return store.Result{}, false, err
 	}
 	size := 0
 	for _, o := range ops {
@@ -425,7 +461,7 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 	}
 
 	var commitRev int64
-	if len(ops) <= txnOps-1 && size <= inlineBytes {
+	if len(ops) <= txnOps && size <= inlineBytes {
 		var enc []byte
 		for _, o := range ops {
 			enc = encodeOp(enc, o)
@@ -436,6 +472,7 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		for _, o := range ops {
 			then = append(then, s.etcdOp(o))
 		}
+		then = append(then, s.trimOps(nh.Rev)...)
 		rctx, cancel := s.rctx(ctx)
 		tr, err := s.c.Txn(rctx).If(cmp).Then(then...).Commit()
 		cancel()
@@ -500,8 +537,46 @@ func (s *Store) waitVer(ctx context.Context, ver, erev int64) error {
 	return s.syncTo(ctx, resp)
 }
 
-func planOps(p store.Plan) ([]op, error) {
+// planOps turns plan p, committed as revision rev, into the writes that
+// store it: the variants and metadata, and the revision's history record
+// and undo data.
+func planOps(p store.Plan, rev int64, a store.Audit) ([]op, error) {
 	var ops []op
+	if !p.Empty() {
+		r := store.NewRevision(rev, time.Now(), a, p)
+		r.Changes = nil // kept as opChange, one per key
+		rb, err := store.MarshalRevision(r)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op{kind: opRev, key: []byte(revKey(rev)), val: rb})
+		change := func(k resource.Key, kind byte) error {
+			val := []byte{kind}
+			if prev := p.Prev[k]; prev != nil {
+				pb, err := store.EncodeRecord(prev)
+				if err != nil {
+					return err
+				}
+				val = append(val, pb...)
+			}
+			ops = append(ops, op{kind: opChange, key: append([]byte(revKey(rev)+"/"), store.ResKey(k)...), val: val})
+			return nil
+		}
+		for _, v := range p.Puts {
+			kind := byte(chCreated)
+			if p.Prev[v.Key()] != nil {
+				kind = chUpdated
+			}
+			if err := change(v.Key(), kind); err != nil {
+				return nil, err
+			}
+		}
+		for _, k := range p.Deletes {
+			if err := change(k, chDeleted); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, k := range p.Deletes {
 		ops = append(ops, op{kind: opDelete, key: store.ResKey(k)})
 	}
@@ -535,14 +610,19 @@ func planOps(p store.Plan) ([]op, error) {
 func (s *Store) applyOps(rev int64, ops []op) {
 	keys := applyTo(s.data, s.meta, ops, s.log)
 	if rev > s.rev {
-		s.record(rev, keys)
+		e := entry{rev: rev, keys: keys}
+		hist := historyOf(ops, s.log)
+		if len(hist) == 1 && hist[0].rev == rev {
+			e.rec, e.undo = hist[0].rec, hist[0].undo
+		}
+		s.record(e)
 	}
 }
 
-// record logs a new revision's keys and wakes watchers. Guarded by mu.
-func (s *Store) record(rev int64, keys []resource.Key) {
-	s.rev = rev
-	s.hist = append(s.hist, entry{rev: rev, keys: keys})
+// record logs a new revision and wakes watchers. Guarded by mu.
+func (s *Store) record(e entry) {
+	s.rev = e.rev
+	s.hist = append(s.hist, e)
 	if len(s.hist) > s.o.History {
 		drop := len(s.hist) - s.o.History
 		s.compacted = s.hist[drop-1].rev
@@ -731,10 +811,10 @@ func (s *Store) materialize(ctx context.Context, h head, modRev int64) error {
 	hb, _ := json.Marshal(h)
 	rctx, cancel := s.rctx(ctx)
 	defer cancel()
-	_, err = s.c.Txn(rctx).If(cmp).Then(
+	_, err = s.c.Txn(rctx).If(cmp).Then(append([]clientv3.Op{
 		clientv3.OpPut(s.headKey(), string(hb)),
 		clientv3.OpDelete(s.key("s/", h.Batch, "/"), clientv3.WithPrefix()),
-	).Commit()
+	}, s.trimOps(h.Rev)...)...).Commit()
 	return unreachable(err)
 }
 

@@ -2,9 +2,13 @@ package etcd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -112,32 +116,183 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	var hops []op
+	for _, hp := range []struct {
+		prefix string
+		kind   int
+	}{{s.key("hr/"), opRev}, {s.key("hu/"), opChange}} {
+		err = s.scan(ctx, hp.prefix, erev, false, func(k, v []byte) error {
+			hops = append(hops, op{kind: hp.kind, key: bytes.Clone(k[len(hp.prefix):]), val: v})
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
 	if h.Batch != "" && !h.Applied {
 		ops, err := s.stagedOps(ctx, h.Batch, erev)
 		if err != nil {
 			return 0, err
 		}
 		applyTo(data, meta, ops, s.log)
+		hops = append(hops, ops...)
+	}
+	// The history kept: the revisions up to head's, without a gap.
+	hist := historyOf(hops, s.log)
+	i := len(hist)
+	for i > 0 && hist[i-1].rev == h.Rev-int64(len(hist)-i) {
+		i--
+	}
+	hist = hist[i:]
+	compacted := h.Rev
+	if len(hist) > 0 {
+		compacted = hist[0].rev - 1
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	first := s.headVer == 0 && s.rev == 0 && len(s.data) == 0
-	keys := diff(s.data, data)
-	s.data, s.meta, s.headVer = data, meta, ver
-	switch {
-	case first:
-		s.rev, s.compacted = h.Rev, h.Rev
-	case h.Rev > s.rev:
-		s.record(h.Rev, keys)
-	case len(keys) > 0 || h.Rev < s.rev:
-		// The store went back (restored, or its prefix wiped): resumers
-		// get the whole state.
+	changed := s.rev != h.Rev || len(diff(s.data, data)) > 0
+	if h.Rev < s.rev {
 		s.log.Warn("etcd store: the stored state went back", "from", s.rev, "to", h.Rev)
-		s.rev, s.compacted, s.hist = h.Rev, h.Rev+1, nil
+	}
+	s.data, s.meta, s.headVer = data, meta, ver
+	s.rev, s.hist, s.compacted = h.Rev, hist, compacted
+	if changed {
 		s.notify.Wake()
 	}
 	return erev, nil
+}
+
+// historyOf gathers the revisions whose records and changes ops hold,
+// oldest first.
+func historyOf(ops []op, log interface{ Error(string, ...any) }) []entry {
+	by := map[int64]*entry{}
+	get := func(rev int64) *entry {
+		e := by[rev]
+		if e == nil {
+			e = &entry{rev: rev, undo: map[resource.Key]*resource.Variant{}}
+			by[rev] = e
+		}
+		return e
+	}
+	var changes = map[int64][]store.Change{}
+	for _, o := range ops {
+		switch o.kind {
+		case opRev:
+			rev, err := strconv.ParseInt(string(o.key), 10, 64)
+			if err != nil {
+				log.Error("etcd store: bad revision record key", "key", string(o.key))
+				continue
+			}
+			r, err := store.UnmarshalRevision(o.val)
+			if err != nil {
+				log.Error("etcd store: bad revision record", "rev", rev, "err", err)
+				continue
+			}
+			get(rev).rec = r
+		case opChange:
+			rs, rk, ok := strings.Cut(string(o.key), "/")
+			rev, err := strconv.ParseInt(rs, 10, 64)
+			k, kerr := store.SplitKey([]byte(rk))
+			if !ok || err != nil || kerr != nil || len(o.val) == 0 {
+				log.Error("etcd store: bad change record", "key", string(o.key))
+				continue
+			}
+			e := get(rev)
+			c := store.Change{Key: k}
+			switch o.val[0] {
+			case chCreated:
+				c.Op, c.Version = store.Created, store.Version(rev, k.Constraints)
+			case chUpdated:
+				c.Op, c.Version = store.Updated, store.Version(rev, k.Constraints)
+			default:
+				c.Op = store.Deleted
+			}
+			if len(o.val) > 1 {
+				prev, err := store.DecodeRecord(k, o.val[1:])
+				if err != nil {
+					log.Error("etcd store: bad undo record", "key", k, "err", err)
+					continue
+				}
+				e.undo[k] = prev
+			}
+			changes[rev] = append(changes[rev], c)
+		}
+	}
+	out := make([]entry, 0, len(by))
+	for rev, e := range by {
+		if e.rec.Rev != rev {
+			continue // trimmed, or its record is lost: not history
+		}
+		cs := changes[rev]
+		slices.SortFunc(cs, func(a, b store.Change) int { return store.CompareKeys(a.Key, b.Key) })
+		e.rec.Changes, e.rec.Total = cs, len(cs)
+		for _, c := range cs {
+			e.keys = append(e.keys, c.Key)
+		}
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
+	return out
+}
+
+// catchUp brings the copy to etcd's latest head, when etcd answers: the
+// history a replica shows includes what other replicas wrote.
+func (s *Store) catchUp(ctx context.Context) {
+	if resp, err := s.readHead(ctx); err == nil {
+		s.syncTo(ctx, resp)
+	}
+}
+
+// Revisions implements store.Store, from the history this replica holds
+// (the same on every replica: it is read from etcd).
+func (s *Store) Revisions(ctx context.Context, q store.HistoryQuery) (store.RevisionList, error) {
+	s.catchUp(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.RevisionList{}, store.ErrClosed
+	}
+	out := store.RevisionList{Rev: s.rev, Oldest: s.compacted}
+	for i := len(s.hist) - 1; i >= 0 && !q.Full(len(out.Revisions)); i-- {
+		if !q.Wants(s.hist[i].rev, len(out.Revisions)) {
+			continue
+		}
+		if r, ok := q.Filter.Select(s.hist[i].rec); ok {
+			out.Revisions = append(out.Revisions, r)
+		}
+	}
+	return out, nil
+}
+
+// StateAt implements store.Store.
+func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*resource.Variant, error) {
+	s.catchUp(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	if err := store.CheckStateAt(rev, s.rev, s.compacted); err != nil {
+		return nil, err
+	}
+	var now []*resource.Variant
+	for g, m := range s.data {
+		if f.Type != "" && g[0] != f.Type || f.Name != "" && g[1] != f.Name {
+			continue
+		}
+		for _, v := range m {
+			now = append(now, v)
+		}
+	}
+	w := store.NewRewinder(now, f)
+	for i := len(s.hist) - 1; i >= 0 && s.hist[i].rev > rev; i-- {
+		undo := s.hist[i].undo
+		if err := w.Undo(s.hist[i].rec, func(k resource.Key) (*resource.Variant, error) { return undo[k], nil }); err != nil {
+			return nil, err
+		}
+	}
+	return w.State(), nil
 }
 
 // diff lists the keys whose variant differs between two states.

@@ -2,9 +2,11 @@ package etcd_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,6 +133,30 @@ func TestLargeBatchReplicasAgree(t *testing.T) {
 		t.Fatalf("a replica started later is at rev %d, want %d", late.Rev(), r.Rev)
 	}
 	sameVersions(t, "a replica started later", va, versions(t, late))
+
+	// History is the same on every replica, a late one included: the
+	// records (when, who, what) and the state at an earlier revision.
+	hist := func(s store.Store) string {
+		l, err := s.Revisions(ctx, store.HistoryQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, _ := json.Marshal(l)
+		return string(j)
+	}
+	if ha, hb, hl := hist(a), hist(b), hist(late); ha != hb || ha != hl || !strings.Contains(ha, `"total":1`) {
+		t.Errorf("histories differ:\n%.300s\n%.300s\n%.300s", ha, hb, hl)
+	}
+	for _, s := range []store.Store{a, b, late} {
+		st, err := s.StateAt(ctx, 1, store.Filter{Name: "c7"})
+		if err != nil || len(st) != 1 || st[0].Version != "1" {
+			t.Fatalf("state at revision 1: %v %v", st, err)
+		}
+		st, err = s.StateAt(ctx, 1, store.Filter{})
+		if err != nil || len(st) != n {
+			t.Fatalf("state at revision 1: %d variants, %v", len(st), err)
+		}
+	}
 }
 
 // Writers on two replicas at once: every batch gets its own revision, in
