@@ -11,6 +11,13 @@
 //	m/KEY               one metadata value
 //	s/ID/m              a batch being staged: its marker, bound to a lease
 //	s/ID/c/NNNNNNNN     a staged batch's content, in chunks under 1 MiB
+//	hr/REV              a revision's record (when, who), 16 digits
+//	hu/REV/RESKEY       one change of that revision: created, updated or
+//	                    deleted, with the variant it replaced (undo data)
+//
+// History (Revisions, StateAt) is written with the batch it records, so
+// it is the same on every replica and survives restarts; the commit that
+// makes a revision deletes the records older than History revisions.
 //
 // # Revisions and versions
 //
