@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,8 +9,14 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // resourceVersions is an admin listing as "type name [constraints]" → version.
@@ -144,4 +151,85 @@ func TestReplicasWatchAndApply(t *testing.T) {
 		return names(l) == "a applied"
 	})
 	sameListing(t, "replicas", listResources(t, admA, ""), waitRevision(t, admB, listResources(t, admA, "").Revision))
+}
+
+// A delta client that moves from one replica to the other, declaring what
+// it holds in initial_resource_versions, re-downloads nothing unchanged:
+// the replicas' versions are the same. Then it gets exactly what changed.
+func TestDeltaClientMovesBetweenReplicas(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("delta")
+	xdsA, admA := startServe(t, "--store", url)
+	xdsB, _ := startServe(t, "--store", url)
+	var doc strings.Builder
+	const n = 200
+	for i := range n {
+		fmt.Fprintf(&doc, "---\n%sname: c%d\n", cl, i)
+	}
+	file := writeFile(t, t.TempDir(), "many.yaml", doc.String())
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", file); code != 0 {
+		t.Fatal(errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream := func(addr string) discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := stream(xdsA)
+	node := &corev3.Node{Id: "mover"}
+	if err := a.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for len(held) < n {
+		r, err := a.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range r.Resources {
+			held[res.Name] = res.Version
+		}
+		a.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce})
+	}
+	a.CloseSend()
+
+	b := stream(xdsB)
+	if err := b.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: held}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Dir(file), "one.yaml", cl+"name: c7\nalt_stat_name: changed\n")
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", filepath.Join(filepath.Dir(file), "one.yaml")); code != 0 {
+		t.Fatal(errOut)
+	}
+	// Everything B sends until the change arrives is counted.
+	downloaded := 0
+	for {
+		r, err := b.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		downloaded += len(r.Resources)
+		done := false
+		for _, res := range r.Resources {
+			if res.Name == "c7" && res.Version != held["c7"] {
+				done = true
+			}
+		}
+		b.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r.Nonce})
+		if done {
+			break
+		}
+	}
+	if downloaded != 1 {
+		t.Fatalf("the client moving to the other replica downloaded %d resources, want only the changed one", downloaded)
+	}
 }
