@@ -20,6 +20,7 @@ import (
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
@@ -40,9 +41,10 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want text or json", format)
 }
 
-// openStore opens a --store value: bolt:PATH or mem:, keeping history
-// revisions of history.
-func openStore(spec string, history int) (store.Store, error) {
+// openStore opens a --store value: bolt:PATH, mem: or
+// etcd://HOST:PORT[,HOST:PORT...][/PREFIX], keeping history revisions of
+// history.
+func openStore(ctx context.Context, spec string, history int, log *slog.Logger) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "bolt":
@@ -53,9 +55,14 @@ func openStore(spec string, history int) (store.Store, error) {
 	case "mem":
 		return mem.NewWithHistory(history), nil
 	case "etcd":
-		return nil, usagef("--store %s: the etcd backend is not built yet; use bolt:PATH or mem:", spec)
+		o, err := etcd.ParseURL(spec)
+		if err != nil {
+			return nil, usagef("--store %v", err)
+		}
+		o.Logger, o.History = log, history
+		return etcd.Open(ctx, o)
 	}
-	return nil, usagef("--store %q: want bolt:PATH or mem:", spec)
+	return nil, usagef("--store %q: want bolt:PATH, mem: or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", spec)
 }
 
 type serveFlags struct {
@@ -70,7 +77,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")
-	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
+	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable), mem: (nothing survives) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (shared by replicas)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
 	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
@@ -113,7 +120,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	if err := f.load(f.adminAddr, log); err != nil {
 		return err
 	}
-	st, err := openStore(f.storeSpec, f.history)
+	st, err := openStore(ctx, f.storeSpec, f.history, log)
 	if err != nil {
 		return err
 	}
@@ -123,7 +130,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded, Owner: watchOwner(st, f.watchDir),
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owner: watchOwner(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
@@ -182,6 +189,24 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	<-watched // no sync may run into the closed store
 	d.stop(srv.Close)
 	return err
+}
+
+// degraded joins the watched directory's trouble with the store's: an
+// etcd store that cannot reach etcd keeps serving what it holds, and
+// /readyz says so.
+func degraded(st store.Store, wh *watchHealth) func() string {
+	return func() string {
+		var why []string
+		if u, ok := st.(interface{ Unreachable() string }); ok {
+			if r := u.Unreachable(); r != "" {
+				why = append(why, r)
+			}
+		}
+		if d := wh.degraded(); d != "" {
+			why = append(why, d)
+		}
+		return strings.Join(why, "; ")
+	}
 }
 
 // closeUnstarted releases the listeners of a daemon that never started.
