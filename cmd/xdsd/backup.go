@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +47,7 @@ func runBackup(args []string, stdout, stderr io.Writer) error {
 		return answerError(resp)
 	}
 	format := resp.Header.Get("X-Xdsd-Backup-Format")
+	// Every store's backup is a bolt store file (etcd's is exported).
 	if format != "bolt" {
 		return fmt.Errorf("the server sent a backup in format %q, which this xdsd cannot check", format)
 	}
@@ -96,7 +99,7 @@ func sizeText(n int64) string {
 func runRestore(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	spec := fs.String("store", "bolt:./xdsd.db", "the store to restore into (as serve --store); the server must be stopped")
-	pos, err := parse(fs, args, "restore [--store bolt:PATH] FILE", stdout)
+	pos, err := parse(fs, args, "restore [--store bolt:PATH|etcd://…] FILE", stdout)
 	if err != nil {
 		return err
 	}
@@ -104,8 +107,25 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 		return usagef("want FILE: the backup to restore (from xdsd backup)")
 	}
 	kind, path, _ := strings.Cut(*spec, ":")
+	if kind == "etcd" {
+		// etcd keeps no file to replace: the backup's state is applied as
+		// one batch, and the replicas serve it as a new revision.
+		ctx := context.Background()
+		st, err := openStore(ctx, *spec, bolt.DefaultHistory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rev, res, err := bolt.RestoreInto(ctx, pos[0], st)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "restored the state of revision %d into %s as revision %d: %s changed, %s deleted\n", rev, *spec, res.Rev,
+			plural(len(res.Puts), "variant"), plural(len(res.Deletes), "variant"))
+		return nil
+	}
 	if kind != "bolt" || path == "" {
-		return usagef("--store %q: restore takes bolt:PATH", *spec)
+		return usagef("--store %q: restore takes bolt:PATH or etcd://…", *spec)
 	}
 	rev, kept, err := bolt.Restore(pos[0], path)
 	if err != nil {

@@ -65,6 +65,15 @@ func openStore(ctx context.Context, spec string, history int, log *slog.Logger) 
 	return nil, usagef("--store %q: want bolt:PATH, mem: or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", spec)
 }
 
+// exporter backs up a store that cannot copy itself (etcd) as a bolt
+// file; a mem: store holds nothing worth backing up.
+func exporter(st store.Store) func(ctx context.Context, w io.Writer) (int64, error) {
+	if _, ok := st.(*mem.Store); ok {
+		return nil
+	}
+	return func(ctx context.Context, w io.Writer) (int64, error) { return bolt.Export(ctx, st, w) }
+}
+
 type serveFlags struct {
 	daemonFlags
 	storeSpec, watchDir string
@@ -134,6 +143,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		MaxBatchBytes: f.maxBatchBytes,
 		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
+		Export:        exporter(st),
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
 			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {
 				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})

@@ -68,6 +68,9 @@ type Options struct {
 	// Rollout reports which clients the changes of revision rev concern,
 	// and what each answered: GET /v1/rollout (xdsd apply --wait).
 	Rollout func(rev int64, changes []store.Change) rollout.Report
+	// Export writes a backup of a store that cannot copy itself (etcd) as
+	// a bolt store file: GET /v1/backup.
+	Export func(ctx context.Context, w io.Writer) (rev int64, err error)
 	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
 	// zero): xdsd serve --max-batch-bytes.
 	MaxBatchBytes int64

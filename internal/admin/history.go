@@ -248,37 +248,6 @@ type RollbackResult struct {
 	To int64 `json:"to"`
 }
 
-// RollbackBatch computes the batch that makes the resources f selects
-// what they were in state old, given the state now: every resource whose
-// variants differ is put back with its old variants (a whole variant
-// set, so a TP2 set comes back as one), and every resource that did not
-// exist then is deleted.
-func RollbackBatch(old, now []*resource.Variant) store.Batch {
-	type group struct{ typ, name string }
-	oldBy := map[group][]*resource.Variant{}
-	var order []group
-	for _, v := range old {
-		g := group{v.Type.URL, v.Name}
-		if _, ok := oldBy[g]; !ok {
-			order = append(order, g)
-		}
-		oldBy[g] = append(oldBy[g], v)
-	}
-	var b store.Batch
-	for _, g := range order {
-		b.Puts = append(b.Puts, oldBy[g]...)
-	}
-	gone := map[group]bool{}
-	for _, v := range now {
-		g := group{v.Type.URL, v.Name}
-		if _, ok := oldBy[g]; !ok && !gone[g] {
-			gone[g] = true
-			b.Deletes = append(b.Deletes, store.Delete{Type: g.typ, Name: g.name, All: true})
-		}
-	}
-	return b
-}
-
 // rollback answers POST /v1/rollback?rev=&type=&name=: a new revision
 // whose state (of what the filter selects) is that of rev. It is
 // computed at the current revision and applied only if the store is
@@ -309,7 +278,7 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 		historyError(w, err)
 		return
 	}
-	b := RollbackBatch(old, now)
+	b := store.StateBatch(old, now)
 	b.IfRev = cur
 	b.Audit = a.audit(r, fmt.Sprintf("rollback to %d", rev))
 	res, err := a.o.Store.Apply(r.Context(), b)
@@ -398,15 +367,18 @@ func (a *api) backup(w http.ResponseWriter, r *http.Request) {
 	if !a.storeOr(w) {
 		return
 	}
-	b, ok := a.o.Store.(store.Backuper)
-	if !ok {
+	backup := a.o.Export
+	if b, ok := a.o.Store.(store.Backuper); ok {
+		backup = b.Backup
+	}
+	if backup == nil {
 		writeError(w, http.StatusNotImplemented, errors.New("this store cannot be backed up (mem: holds nothing durable; keep your resource files)"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Xdsd-Backup-Format", b.BackupFormat())
+	w.Header().Set("X-Xdsd-Backup-Format", "bolt")
 	w.Header().Set("Trailer", "X-Xdsd-Revision")
-	rev, err := b.Backup(r.Context(), w)
+	rev, err := backup(r.Context(), w)
 	if err != nil {
 		// The status is sent; the missing trailer tells the client the
 		// copy is incomplete.

@@ -272,12 +272,43 @@ func (w *Rewinder) State() []*resource.Variant {
 	return out
 }
 
-// Backuper is a store that can write a consistent copy of itself while it
-// serves (xdsd backup): bolt writes its file.
+// Backuper is a store that can write a consistent copy of itself, as a
+// bolt store file, while it serves (xdsd backup): bolt writes its own
+// file. Other stores are exported (bolt.Export).
 type Backuper interface {
 	// Backup writes the copy to w and returns the revision it holds.
 	Backup(ctx context.Context, w io.Writer) (rev int64, err error)
-	// BackupFormat names the copy's format ("bolt"), so that a restore
-	// knows what it is given.
-	BackupFormat() string
+}
+
+// StateBatch computes the batch that makes a store holding the variants
+// now hold the variants old instead (each a StateAt result, or a part of
+// one): every resource whose variants differ is put back with its old
+// variants — a whole variant set, so a TP2 set comes back as one — and
+// every resource old lacks is deleted. Unchanged resources make no change
+// (MakePlan keeps equal content). It is a rollback's batch, and a
+// restore's.
+func StateBatch(old, now []*resource.Variant) Batch {
+	type group struct{ typ, name string }
+	oldBy := map[group][]*resource.Variant{}
+	var order []group
+	for _, v := range old {
+		g := group{v.Type.URL, v.Name}
+		if _, ok := oldBy[g]; !ok {
+			order = append(order, g)
+		}
+		oldBy[g] = append(oldBy[g], v)
+	}
+	var b Batch
+	for _, g := range order {
+		b.Puts = append(b.Puts, oldBy[g]...)
+	}
+	gone := map[group]bool{}
+	for _, v := range now {
+		g := group{v.Type.URL, v.Name}
+		if _, ok := oldBy[g]; !ok && !gone[g] {
+			gone[g] = true
+			b.Deletes = append(b.Deletes, Delete{Type: g.typ, Name: g.name, All: true})
+		}
+	}
+	return b
 }

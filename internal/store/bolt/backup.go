@@ -11,6 +11,8 @@ import (
 
 	"go.etcd.io/bbolt"
 	bberrors "go.etcd.io/bbolt/errors"
+
+	"github.com/xdsd/xdsd/internal/store"
 )
 
 // Backup writes a consistent copy of the whole store file to w while the
@@ -145,5 +147,90 @@ func Restore(from, path string) (rev int64, kept string, err error) {
 	return rev, kept, nil
 }
 
-// BackupFormat implements store.Backuper.
-func (s *Store) BackupFormat() string { return "bolt" }
+// Export writes, to w, a store file holding the state of any store at its
+// current revision — the variants with their versions, and the revision
+// itself — so that a store without files of its own (etcd) is backed up
+// in the same form as bolt, verified by Verify and restored by
+// RestoreInto. It has no history before that revision.
+func Export(ctx context.Context, s store.Store, w io.Writer) (rev int64, err error) {
+	rev = s.Rev()
+	vs, err := s.StateAt(ctx, rev, store.Filter{})
+	if err != nil {
+		return 0, err
+	}
+	dir, err := os.MkdirTemp("", "xdsd-export")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "snapshot.db")
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return 0, err
+	}
+	st := &Store{db: db, history: DefaultHistory}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		if err := st.initTx(tx); err != nil {
+			return err
+		}
+		res := tx.Bucket(bucketRes)
+		for _, v := range vs {
+			rec, err := encodeRecord(v)
+			if err != nil {
+				return err
+			}
+			if err := res.Put(resKey(v.Key()), rec); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyRev, u64(uint64(rev))); err != nil {
+			return err
+		}
+		// History starts here; the log holds nothing older (a watcher
+		// resuming from before gets the whole state).
+		if err := meta.Put(keyHistFrom, u64(uint64(rev))); err != nil {
+			return err
+		}
+		return meta.Put(keyCompact, u64(uint64(rev)))
+	})
+	if err == nil {
+		err = db.View(func(tx *bbolt.Tx) error {
+			_, err := tx.WriteTo(&ctxWriter{ctx: ctx, w: w})
+			return err
+		})
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return rev, err
+}
+
+// RestoreInto makes a store's state that of the backup file at from,
+// after verifying it, as one batch: every resource of the backup put
+// back, every other one deleted. It is how a store without files (etcd)
+// is restored; its revision moves on, so the versions are new ones.
+func RestoreInto(ctx context.Context, from string, s store.Store) (backupRev int64, res store.Result, err error) {
+	if backupRev, err = Verify(from); err != nil {
+		return 0, store.Result{}, fmt.Errorf("the backup is not usable: %w", err)
+	}
+	b, err := Open(from, Options{})
+	if err != nil {
+		return 0, store.Result{}, err
+	}
+	old, err := b.StateAt(ctx, backupRev, store.Filter{})
+	b.Close()
+	if err != nil {
+		return 0, store.Result{}, err
+	}
+	cur := s.Rev()
+	now, err := s.StateAt(ctx, cur, store.Filter{})
+	if err != nil {
+		return 0, store.Result{}, err
+	}
+	batch := store.StateBatch(old, now)
+	batch.IfRev = cur
+	batch.Audit = store.Audit{Via: fmt.Sprintf("restore of a backup at revision %d", backupRev)}
+	res, err = s.Apply(ctx, batch)
+	return backupRev, res, err
+}
