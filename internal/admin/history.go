@@ -59,6 +59,16 @@ func intParam(r *http.Request, key string, def int64) (int64, error) {
 	return n, nil
 }
 
+// requiredRev reads a revision parameter that must be given; what says
+// what it is for.
+func requiredRev(r *http.Request, key, what string) (int64, error) {
+	n, err := intParam(r, key, -1)
+	if err == nil && n < 0 {
+		err = fmt.Errorf("%s: missing (%s)", key, what)
+	}
+	return n, err
+}
+
 // storeOr writes the error of a process without a store.
 func (a *api) storeOr(w http.ResponseWriter) bool {
 	if a.o.Store == nil {
@@ -207,10 +217,7 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur := a.o.Store.Rev()
-	from, err := intParam(r, "from", -1)
-	if err == nil && from < 0 {
-		err = errors.New("from: missing (the revision to compare from)")
-	}
+	from, err := requiredRev(r, "from", "the revision to compare from")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -286,10 +293,7 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	rev, err := intParam(r, "rev", -1)
-	if err == nil && rev < 0 {
-		err = errors.New("rev: missing (the revision to restore)")
-	}
+	rev, err := requiredRev(r, "rev", "the revision to restore")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return

@@ -81,12 +81,7 @@ func fuzzChange(h *harness, p *picker, step int) string {
 		return "remove " + n
 	}
 	set := fuzzSets[p.pick(len(fuzzSets))]
-	u := db.Update{Removes: []db.Key{{Type: resource.ClusterURL, Name: n}}}
-	for _, cons := range set {
-		u.Puts = append(u.Puts, variant(resource.ClusterURL, n, cons,
-			fmt.Sprintf(`{"@type": "envoy.config.cluster.v3.Cluster", "name": %q, "alt_stat_name": "%d"}`, n, step)))
-	}
-	h.update(u)
+	putVariantSet(h, n, set, step)
 	return fmt.Sprintf("put %s %v", n, set)
 }
 
