@@ -318,8 +318,9 @@ func diff(old, cur map[[2]string]map[string]*resource.Variant) []resource.Key {
 // follow watches head from etcd revision erev+1 and applies each change,
 // reloading after a compaction.
 func (s *Store) follow(ctx context.Context, erev int64) {
-	defer close(s.done)
-	go s.probe(ctx)
+	probed := make(chan struct{})
+	defer func() { <-probed; close(s.done) }()
+	go func() { defer close(probed); s.probe(ctx) }()
 	from := erev + 1
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
