@@ -25,7 +25,7 @@ func CanonicalName(s string) (string, error) {
 // CheckName validates a name for a resource of type t and returns its
 // canonical form. An xdstp:// name must be a URN whose type segment is the
 // resource type and whose context parameters avoid the reserved xds.
-// namespace (TP1); a VirtualHost's legacy name must be "<route config>/<name>"
+// namespace but for computed xds.resource.* parameters (TP1); a VirtualHost's legacy name must be "<route config>/<name>"
 // so that on-demand VHDS can find it.
 func CheckName(t *Type, s string) (string, error) {
 	if s == "" {
@@ -41,9 +41,13 @@ func CheckName(t *Type, s string) (string, error) {
 		}
 		for _, p := range n.Params {
 			// Case-insensitive: "XDS.node.id" is not one of Envoy's own
-			// parameters, but it reads as one to every operator.
-			if len(p.Key) >= 4 && strings.EqualFold(p.Key[:4], "xds.") {
-				return "", fmt.Errorf("xdstp name %q: context parameter %q is in the reserved xds. namespace", s, p.Key)
+			// parameters, but it reads as one to every operator. Computed
+			// xds.resource.* parameters are the exception: TP1 lets a
+			// client add them to a name (an on-demand listener by VIP,
+			// "…/foo?bar=baz&xds.resource.vip=96.54.3.1"), so a resource
+			// answering such requests is authored with them.
+			if name.ReservedKey(p.Key) && !name.ComputedResourceKey(p.Key) {
+				return "", fmt.Errorf("xdstp name %q: context parameter %q is in the reserved xds. namespace (of it, only xds.resource.* may be authored)", s, p.Key)
 			}
 		}
 	} else if t.URL == VirtualHostURL && !strings.Contains(s, "/") {
