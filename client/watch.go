@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,26 +125,24 @@ type watcher struct {
 // resource unsubscribes it upstream. cancel never waits for a handler:
 // the channel it returns is closed once h will not be called again.
 //
-// n comes from configuration: its context parameters may not use TP1's
-// reserved xds. namespace. Computed xds.resource.* attributes are added
-// with WatchComputed.
+// A name from configuration may not carry xds.* context parameters: TP1
+// reserves them for attributes the client computes, which WatchComputed
+// adds.
 func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
-	if err := refuseReserved(n); err != nil {
+	if err := resource.CheckConfiguredName(n); err != nil {
 		return nil, err
 	}
 	return c.watch(ctx, typeURL, n, h)
 }
 
-// WatchComputed is Watch with computed context parameters (TP1: attributes
-// the client computes, such as the VIP of an on-demand listener) added to
-// the xdstp:// name n. Their keys must be xds.resource.*; n itself, from
-// configuration, may not carry xds. keys. The server matches the name with
-// them like any context parameter: a resource authored as
-// "xdstp://a/envoy.config.listener.v3.Listener/foo?bar=baz&xds.resource.vip=96.54.3.1"
-// answers WatchComputed(ctx, url, "xdstp://a/envoy.config.listener.v3.Listener/foo?bar=baz",
-// map[string]string{"xds.resource.vip": "96.54.3.1"}, h).
-func (c *Client) WatchComputed(ctx context.Context, typeURL, n string, computed map[string]string, h Handler) (cancel CancelFunc, err error) {
-	if err := refuseReserved(n); err != nil {
+// WatchComputed is Watch of an xdstp:// name with computed attributes
+// added to its context parameters as xds.resource.KEY=VALUE (TP1 "Context
+// parameters"): an on-demand listener found by the VIP a request was sent
+// to, say, is watched as NAME with {"vip": "96.54.3.1"}. The server
+// matches them like any context parameter: it serves the resource
+// authored under the name with those parameters.
+func (c *Client) WatchComputed(ctx context.Context, typeURL, n string, attrs map[string]string, h Handler) (cancel CancelFunc, err error) {
+	if err := resource.CheckConfiguredName(n); err != nil {
 		return nil, err
 	}
 	u, err := name.Parse(n)
@@ -151,36 +150,20 @@ func (c *Client) WatchComputed(ctx context.Context, typeURL, n string, computed 
 		return nil, err
 	}
 	if !u.IsXDSTP() {
-		return nil, fmt.Errorf("%s: computed context parameters need an xdstp:// name", n)
+		return nil, fmt.Errorf("%s: computed attributes are context parameters of an xdstp:// name; a legacy name has none", n)
 	}
-	ps := make([]name.Param, 0, len(computed))
-	for k, v := range computed {
-		if !name.ComputedResourceKey(k) {
-			return nil, fmt.Errorf("%s: computed context parameter %q: want a key xds.resource.<attribute>", n, k)
+	ps := make([]name.Param, 0, len(attrs))
+	for k, v := range attrs {
+		if k == "" || strings.ContainsAny(k, "&=#?") {
+			return nil, fmt.Errorf("computed attribute %q: want a key such as vip", k)
 		}
-		ps = append(ps, name.Param{Key: k, Value: v})
+		ps = append(ps, name.Param{Key: resource.ComputedPrefix + k, Value: v})
 	}
 	return c.watch(ctx, typeURL, u.WithParams(ps...).String(), h)
 }
 
-// refuseReserved refuses a name from configuration whose context
-// parameters use TP1's reserved xds. namespace: those are the client's to
-// compute, never configuration's.
-func refuseReserved(n string) error {
-	u, err := name.Parse(n)
-	if err != nil || !u.IsXDSTP() {
-		return nil // watch reports a bad name
-	}
-	for _, p := range u.Params {
-		if name.ReservedKey(p.Key) {
-			return fmt.Errorf("%s: context parameter %q is in the reserved xds. namespace, which a name from configuration may not use (computed xds.resource.* attributes: WatchComputed)", n, p.Key)
-		}
-	}
-	return nil
-}
-
-// watch is Watch for any name: also a list collection's members, which the
-// server names.
+// watch is Watch without the check of a configured name: names a server
+// sent (a list collection's entries) may carry what clients computed.
 func (c *Client) watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -177,23 +177,6 @@ func (n Name) WithParams(ps ...Param) Name {
 	return n
 }
 
-// ReservedKey reports whether a context parameter key is in TP1's
-// reserved "xds." namespace (case-insensitive: "XDS.node.id" reads as one
-// to every operator). Names taken from configuration may not use it.
-func ReservedKey(k string) bool {
-	return len(k) >= 4 && strings.EqualFold(k[:4], "xds.")
-}
-
-// ComputedResourceKey reports whether a key is one of TP1's computed
-// "xds.resource.*" context parameters, which a client adds to a name it
-// requests (attributes it computes, such as a listener's VIP) and a
-// resource may be authored with. Only the lower-case form is: context
-// parameter keys are case-sensitive.
-func ComputedResourceKey(k string) bool {
-	const prefix = "xds.resource."
-	return len(k) > len(prefix) && k[:len(prefix)] == prefix
-}
-
 // GlobCollection finds the glob a resource would be delivered under. Envoy
 // matches a glob only against immediate children with identical
 // parameters, so the last id segment is replaced by "*" and everything else

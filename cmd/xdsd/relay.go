@@ -73,6 +73,9 @@ func relayBootstrap(f relayFlags) (*client.Bootstrap, error) {
 // serveRelay runs a relay until ctx ends; ready, if set, gets the bound
 // addresses.
 func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(xds, admin string)) error {
+	if err := f.load(f.adminAddr, log); err != nil {
+		return err
+	}
 	b, err := relayBootstrap(f)
 	if err != nil {
 		return err
@@ -89,7 +92,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 		return err
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(admin.Options{
-		Resources: r.Resources, Gatherer: reg, Logger: log,
+		Resources: r.Resources, Gatherer: reg, Logger: log, Tokens: f.tokens,
 		Clients:  func() any { return r.Clients() },
 		Upstream: func() any { return r.Upstreams() },
 	}))

@@ -50,6 +50,7 @@ type stream struct {
 	fixedType string // a per-type service's type; "" for ADS
 	id        uint64
 	addr      string
+	identity  string // the client certificate's URI SAN (internal/mtls)
 	started   time.Time
 
 	sub *db.Subscriber
@@ -76,6 +77,7 @@ type stream struct {
 	watchCount int
 	declared   int // initial_resource_versions entries taken, all types
 	nackLog    logLimit
+	denyLog    logLimit
 	requests   int
 	limiter    limiter
 }
@@ -392,7 +394,7 @@ func (s *stream) setNode(n *corev3.Node) {
 	n.Extensions = nil
 	s.node = n
 	s.nodeParams = NodeParams(n)
-	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "address", s.addr,
+	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "identity", s.identity, "address", s.addr,
 		"kind", s.kind(), "params", paramsAttr(s.nodeParams))
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {
