@@ -25,7 +25,8 @@ type item struct {
 	tp2 bool
 	// wrap (SotW) sends the resource inside a discovery Resource.
 	wrap bool
-	// ttl (delta) sends the variant's TTL (docs/protocol.md §2.7).
+	// ttl sends the variant's TTL (docs/protocol.md §2.7); over SotW, in a
+	// wrapped resource.
 	ttl bool
 	// heartbeat (delta) sends only name, version and TTL: the client holds
 	// this version, and its TTL is renewed.
@@ -110,12 +111,16 @@ func (r *response) encode(ft *fragTable) []byte {
 		b = protowire.AppendString(b, r.version)
 		for _, it := range r.items {
 			b = protowire.AppendTag(b, sotwResources, protowire.BytesType)
+			if it.heartbeat {
+				b = protowire.AppendBytes(b, ft.of(it.v).wrappedBeat(it.tp2))
+				continue
+			}
 			if !it.wrap {
 				b = protowire.AppendBytes(b, it.v.Any())
 				continue
 			}
 			f := ft.of(it.v)
-			wh, rh, a := f.wrapped(it.tp2), f.header(it.tp2, false), it.v.Any()
+			wh, rh, a := f.wrapped(it.tp2, it.ttl), f.header(it.tp2, it.ttl), it.v.Any()
 			b = protowire.AppendVarint(b, uint64(len(wh)+len(rh)+len(a)))
 			b = append(append(append(b, wh...), rh...), a...)
 		}

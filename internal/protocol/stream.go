@@ -32,8 +32,11 @@ import (
 // the one gRPC sends.
 var wrapFeatures = []string{"xds.config.supports-resource-in-sotw", "xds.config.resource-in-sotw"}
 
-// ttlFeature says a client honours Resource.ttl and heartbeats. xdsd sends
-// TTLs over delta only: a SotW heartbeat of a full-state type would read as
+// ttlFeature says a client honours Resource.ttl and heartbeats: over delta,
+// and over SotW when it also takes wrapped resources (the TTL is a field of
+// the wrapper). A SotW heartbeat of a full-state type (LDS, CDS) is the
+// whole state again, not payload-less resources: a SotW response of such a
+// type is the complete set, so one carrying only heartbeats would read as
 // a state without the resources it renews.
 const ttlFeature = "xds.config.supports-resource-ttl"
 
@@ -401,10 +404,13 @@ func (s *stream) setNode(n *corev3.Node) {
 				s.wrap = true
 			}
 		}
-		if f == ttlFeature && s.delta {
+		if f == ttlFeature {
 			s.ttl = true
 		}
 	}
+	// Over SotW a TTL travels in a wrapped resource: a client that takes
+	// none gets no TTLs.
+	s.ttl = s.ttl && (s.delta || s.wrap)
 }
 
 // NodeParams are the dynamic parameters an unmodified client is taken to
