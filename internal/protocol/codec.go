@@ -44,11 +44,12 @@ func ServerCodec() grpc.ServerOption {
 // the handler goroutine's stack and the transport's stream. A stream
 // handler returning ends the stream, so one goroutine per stream is the
 // floor; protocol's own sender exists only while a response is being sent.
-// grpc.SharedWriteBuffer returns each connection's 32 KiB write buffer to a
-// pool after every flush, which matters most when each proxy has its own
-// connection (one stream per connection, as Envoy and gRPC clients do).
+// gRPC returns each connection's 32 KiB write buffer to a pool after every
+// flush (its shared write buffer, on by default since grpc-go 1.66), which
+// matters most when each proxy has its own connection (one stream per
+// connection, as Envoy and gRPC clients do).
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{ServerCodec(), grpc.InTapHandle(tapStop), grpc.SharedWriteBuffer(true)}
+	return []grpc.ServerOption{ServerCodec(), grpc.InTapHandle(tapStop)}
 }
 
 // stopper is a gRPC stream's context with its own cancel: tapStop makes it
