@@ -112,13 +112,13 @@ func TestReplicasOnEtcd(t *testing.T) {
 
 	c.Members[0].Restart(t)
 	c.Wait(t, c.Endpoints()...)
+	waitUntil(t, "/readyz to clear", func() bool { return readyz(admA) == "ok\n" && readyz(admB) == "ok\n" })
 	writeFile(t, filepath.Dir(more), "more.yaml", cl+"name: more\nalt_stat_name: changed\n")
 	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", more); code != 0 {
 		t.Fatalf("apply after etcd came back: %s", errOut)
 	}
 	la = listResources(t, admA, "")
 	sameListing(t, "after etcd came back", la, waitRevision(t, admB, la.Revision))
-	waitUntil(t, "/readyz to clear", func() bool { return readyz(admA) == "ok\n" && readyz(admB) == "ok\n" })
 }
 
 // --watch DIR on one replica and apply through another: both take effect,

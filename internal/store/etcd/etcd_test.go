@@ -40,3 +40,18 @@ func TestConformance(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, c, freshPrefix()) })
 }
+
+func TestParseURL(t *testing.T) {
+	o, err := etcd.ParseURL("etcd://127.0.0.1:2379,127.0.0.1:22379/team/xdsd/")
+	if err != nil || len(o.Endpoints) != 2 || o.Endpoints[1] != "127.0.0.1:22379" || o.Prefix != "/team/xdsd/" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if o, err := etcd.ParseURL("etcd://h:1"); err != nil || o.Prefix != "" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, bad := range []string{"etcd://", "etcd://host", "etcd://h:1,,h:2", "http://h:1"} {
+		if _, err := etcd.ParseURL(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -247,13 +247,13 @@ func TestUnreachable(t *testing.T) {
 
 	c.Members[0].Restart(t)
 	c.Wait(t, c.Endpoints()...)
+	waitFor(t, "the probe to see etcd back", func() bool { return a.Unreachable() == "" && b.Unreachable() == "" })
 	r, err := a.Apply(ctx, store.Batch{Puts: clusters(3, "x", "1")})
 	if err != nil || r.Rev != 2 {
 		t.Fatalf("apply after etcd came back: %+v %v", r, err)
 	}
 	waitRev(t, b, 2)
 	sameVersions(t, "after etcd came back", versions(t, a), versions(t, b))
-	waitFor(t, "the probe to see etcd back", func() bool { return a.Unreachable() == "" && b.Unreachable() == "" })
 }
 
 // waitFor polls cond, for conditions no channel announces (the probe).
