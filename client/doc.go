@@ -1,8 +1,27 @@
-// Package client is xdsd's upstream xDS layer and Go client library: the
-// gRPC bootstrap (with TP2 dynamic parameters), one ADS stream per server
-// list (delta or SotW) with ACK/NACK, reconnection with backoff and
-// fallback to the next server, federation by authority, collections,
-// redirects, #alt= failover, on-demand VHDS, and a Watch API.
+// Package client is an xDS client library for Go programs: it reads
+// configuration from any xDS management server (xdsd's server or relay,
+// go-control-plane, Istio, …) the way gRPC and Envoy do, and tells the
+// program what each watched resource is and how it changes.
+//
+// # Using it
+//
+// A Client is made from a Bootstrap — the gRPC bootstrap format (gRFC A27,
+// A47), read with LoadBootstrap, BootstrapFromEnv or ParseBootstrap, or
+// built as a struct — and Options. Watch subscribes to a resource by type
+// URL and name and calls a Handler with each Event (Updated, Removed,
+// DoesNotExist, Errored); WatchTyped does the same with the resource
+// decoded as its Go message type. Close stops everything. Upstreams and
+// Stats report the streams and what they carry.
+//
+// It speaks delta or SotW over ADS, ACKs and NACKs (Options.Validate adds
+// the program's own checks), reconnects with backoff and falls back to the
+// next server, and follows TP1 names across authorities: collections,
+// redirects, #alt= failover. TP2 dynamic parameters come from the
+// bootstrap (Bootstrap.DynamicParameters), and on-demand VHDS names
+// ("<route config>/<host>") are fetched by delta subscription.
+//
+// Everything below is how the package works inside; a user needs none of
+// it.
 //
 // Its cache is the same subscription db a server uses (docs/architecture.md
 // §2): local watchers subscribe in the db, and the db's interest hooks

@@ -1,6 +1,10 @@
 package relay
 
-import "time"
+import (
+	"time"
+
+	"github.com/xdsd/xdsd/internal/protocol"
+)
 
 // WithPendingWait shortens how long a SotW full state waits for names the
 // upstream has not answered (5s), for tests.
@@ -8,3 +12,6 @@ func WithPendingWait(o Options, d time.Duration) Options {
 	o.pendingWait = d
 	return o
 }
+
+// Clients reports the downstream streams, for tests.
+func (r *Relay) Clients() []protocol.Client { return r.clients() }

@@ -13,13 +13,22 @@ import (
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/rolehook"
 	"github.com/xdsd/xdsd/resource"
 )
 
 // Options configure a Relay.
 type Options struct {
-	Client   client.Options
-	Protocol protocol.Options
+	// Client configures the upstream client (its node, timeouts).
+	Client client.Options
+	// MaxSubscriptions bounds the names one downstream stream may
+	// subscribe to, all types together (default 100000).
+	MaxSubscriptions int
+	// RequestRate is the sustained requests per second one downstream
+	// stream may send and RequestBurst the burst above it (defaults 100/s
+	// and 1000).
+	RequestRate  float64
+	RequestBurst int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
@@ -33,6 +42,9 @@ type Options struct {
 	CacheLinger time.Duration
 
 	pendingWait time.Duration // Policy.PendingWait; tests shorten it
+	// guard is the downstream access policy xdsd relay --policy sets
+	// (through rolehook): an internal type, not part of the API.
+	guard protocol.Guard
 }
 
 // Relay serves downstream xDS streams from a cache of its upstreams.
@@ -49,9 +61,9 @@ type Relay struct {
 }
 
 // New starts a relay of the upstreams in b (federation: each authority's
-// servers). Register it on a gRPC server made with protocol.ServerOptions()
-// (at least protocol.ServerCodec(); ServerOptions also keeps an idle stream
-// to one goroutine).
+// servers). Register it on a gRPC server made with
+// server.GRPCServerOptions(): a relay sends responses encoded once for all
+// its downstream clients, as a server does.
 func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -75,8 +87,8 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 		return nil, err
 	}
 	r.client, r.cache = c, cache
-	po := o.Protocol
-	po.Logger, po.Registerer = o.Logger, o.Registerer
+	po := protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
+		Logger: o.Logger, Registerer: o.Registerer, Guard: o.guard}
 	r.proto = protocol.NewCacheServer(cache, po, p)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(r.hits, r.misses, r.lingering, r.revived, &upstreamCollector{c: c})
@@ -130,8 +142,18 @@ func (r *Relay) Close() {
 	r.client.Close()
 }
 
-// Clients reports the downstream streams.
-func (r *Relay) Clients() []protocol.Client { return r.proto.Clients() }
+// clients reports the downstream streams, for cmd/xdsd's admin API
+// (through rolehook).
+func (r *Relay) clients() []protocol.Client { return r.proto.Clients() }
+
+func init() {
+	rolehook.RelayClients = func(r any) []protocol.Client { return r.(*Relay).clients() }
+	rolehook.RelayGuard = func(o any, g protocol.Guard) any {
+		ro := o.(Options)
+		ro.guard = g
+		return ro
+	}
+}
 
 // Upstreams reports the upstream streams.
 func (r *Relay) Upstreams() []client.Upstream { return r.client.Upstreams() }

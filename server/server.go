@@ -3,105 +3,260 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/resource"
 )
 
-// Options configure a Server.
+// Store is where a server's resources live. It is opaque: pick one with
+// MemoryStore or OpenBolt, hand it to Options.Store, and change it only
+// through Server.Apply.
+type Store struct{ st store.Store }
+
+// MemoryStore returns a store that lives in memory: lost when the program
+// ends, which suits a program that rebuilds its configuration at start
+// from its own source of truth.
+func MemoryStore() *Store { return &Store{st: mem.New()} }
+
+// OpenBolt opens (creating it if needed) a bbolt file at path: every
+// applied batch is durable, and a restarted server serves the same
+// versions, so its clients re-download nothing. One process at a time may
+// hold the file; OpenBolt waits a second for another one, then fails.
+func OpenBolt(path string) (*Store, error) {
+	st, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{st: st}, nil
+}
+
+// Close releases the store. Close the server first.
+func (s *Store) Close() error { return s.st.Close() }
+
+// Options configure a Server. The zero value is a server of a new
+// in-memory store with the default limits.
 type Options struct {
-	Protocol   protocol.Options
-	Logger     *slog.Logger
+	// Store holds the resources. Nil means a new MemoryStore, closed with
+	// the server; a store passed here stays open until its owner closes it.
+	Store *Store
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the xdsd_* metrics (none when nil).
 	Registerer prometheus.Registerer
+	// MaxSubscriptions bounds the names one stream may subscribe to, all
+	// types together (default 100000).
+	MaxSubscriptions int
+	// RequestRate is the sustained requests per second one stream may send
+	// and RequestBurst the burst above it (defaults 100/s and 1000); a
+	// stream above them is slowed down, not closed.
+	RequestRate  float64
+	RequestBurst int
 }
 
-// Server serves a store's contents over xDS.
+// Server is an xDS management server embedded in a Go program: what is
+// applied to it (Apply, Follow) is served to every xDS client — Envoy,
+// gRPC, the client package — over SotW and delta, ADS or per type, with
+// TP1 names and TP2 variants.
 type Server struct {
-	store store.Store
-	db    *db.DB
-	proto *protocol.Server
-	log   *slog.Logger
-	ready atomic.Bool
+	core     *origin.Server
+	st       store.Store
+	ownStore bool
+	log      *slog.Logger
 
-	mu      sync.Mutex
-	rev     int64
-	revCond chan struct{} // closed when rev advances
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	grpcs  []*grpc.Server // made by Serve
+	closed bool
 }
 
-// New returns a server of st. Call Run to follow the store, and Register to
-// serve on a gRPC server created with protocol.ServerOptions() (at least
-// protocol.ServerCodec(); ServerOptions also keeps an idle stream to one
-// goroutine).
-func New(st store.Store, o Options) *Server {
+// New starts a server of o.Store. It serves nothing until it is registered
+// on a gRPC server (Register) or given a listener (Serve). Close it when
+// done.
+func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	o.Protocol.Logger = o.Logger
-	o.Protocol.Registerer = o.Registerer
-	d := db.New(db.Hooks{})
-	return &Server{store: st, db: d, proto: protocol.NewServer(d, o.Protocol), log: o.Logger, revCond: make(chan struct{})}
+	s := &Server{log: o.Logger, done: make(chan struct{})}
+	if o.Store == nil {
+		s.st, s.ownStore = mem.New(), true
+	} else {
+		s.st = o.Store.st
+	}
+	s.core = origin.New(s.st, origin.Options{Logger: o.Logger, Registerer: o.Registerer,
+		Protocol: protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst}})
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		if err := s.core.Run(ctx); err != nil {
+			s.log.Error("server stopped following its store", "error", err)
+		}
+	}()
+	// Serve nothing stale: the store's state is in the db before New
+	// returns, so a client that connects at once sees it.
+	if err := s.core.WaitRev(context.Background(), s.st.Rev()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
-// Register registers every xDS service on g.
-func (s *Server) Register(g *grpc.Server) { s.proto.Register(g) }
-
-// Close ends every downstream stream (see protocol.Server.Close).
-func (s *Server) Close() { s.proto.Close() }
-
-// DB is the server's subscription database.
-func (s *Server) DB() *db.DB { return s.db }
-
-// Ready reports whether the store's state has been loaded.
-func (s *Server) Ready() bool { return s.ready.Load() }
-
-// Clients reports the connected streams.
-func (s *Server) Clients() []protocol.Client { return s.proto.Clients() }
-
-// Run loads the store's state into the db and then follows its changes until
-// ctx ends or the store closes. Each store change set reaches the db as one
-// update, so every batch reaches each subscriber whole.
-func (s *Server) Run(ctx context.Context) error {
-	w := store.Watch(s.store, store.FromStart)
-	for {
-		cs, err := w.Next(ctx)
-		if err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		s.db.Update(db.Update{Rev: cs.Rev, Reset: cs.Reset, Puts: cs.Puts, Deletes: cs.Deletes})
-		if !s.ready.Swap(true) {
-			s.log.Info("store loaded", "revision", cs.Rev, "variants", len(cs.Puts))
-		}
-		s.mu.Lock()
-		s.rev = cs.Rev
-		close(s.revCond)
-		s.revCond = make(chan struct{})
-		s.mu.Unlock()
-	}
+// GRPCServerOptions are the options a gRPC server must be created with to
+// carry a Server's (or a relay's) streams: they let responses be sent as
+// encoded once for all the clients that get them, and keep an idle stream
+// to one goroutine.
+func GRPCServerOptions() []grpc.ServerOption {
+	return protocol.ServerOptions()
 }
 
-// WaitRev blocks until the db holds revision rev or later.
-func (s *Server) WaitRev(ctx context.Context, rev int64) error {
-	for {
-		s.mu.Lock()
-		cur, ch := s.rev, s.revCond
+// Register adds the xDS services (ADS and the per-type SotW and delta
+// services) to g, a gRPC server created with GRPCServerOptions, so that a
+// program can serve xDS next to its own services.
+func (s *Server) Register(g *grpc.Server) { s.core.Register(g) }
+
+// Serve serves xDS on lis until Close, on a gRPC server of its own. It
+// returns nil after Close.
+func (s *Server) Serve(lis net.Listener) error {
+	g := grpc.NewServer(GRPCServerOptions()...)
+	s.Register(g)
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-		if cur >= rev && s.ready.Load() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		lis.Close()
+		return nil
+	}
+	s.grpcs = append(s.grpcs, g)
+	s.mu.Unlock()
+	if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Close ends every stream, stops what Serve serves, and closes the store
+// when the server made it.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	gs := s.grpcs
+	s.mu.Unlock()
+	s.core.Close()
+	for _, g := range gs {
+		g.Stop()
+	}
+	s.cancel()
+	<-s.done
+	if s.ownStore {
+		return s.st.Close()
+	}
+	return nil
+}
+
+// Batch is one atomic change: all of it is served, or none of it is.
+// Putting a (type, name) replaces every variant of that resource, so a set
+// of TP2 variants changes as a whole.
+type Batch struct {
+	Puts    []*resource.Variant
+	Deletes []Delete
+}
+
+// Delete removes one variant of a resource, or all of them.
+type Delete struct {
+	Type string // type URL, e.g. resource.ClusterURL
+	Name string
+	// All deletes every variant; otherwise only the variant whose
+	// constraints are Constraints (the zero value: the unconstrained one).
+	All         bool
+	Constraints constraint.Constraints
+}
+
+// Put adds a resource to the batch: m, named name, selected by the TP2
+// constraints c (none: the unconstrained variant; several: the And of
+// them). The type is m's. Put checks what `xdsd apply` checks of a
+// document — the name's syntax for the type, m's own validation rules —
+// and fills m's name field when it is empty; it fails, saying why, and
+// adds nothing, otherwise.
+func (b *Batch) Put(name string, m proto.Message, c ...constraint.Constraints) error {
+	t := resource.ForURL(resource.TypePrefix + string(proto.MessageName(m)))
+	if t == nil || !t.Known {
+		return fmt.Errorf("put %s: %s is not an xDS resource type", name, proto.MessageName(m))
+	}
+	cname, err := resource.CheckName(t, name)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", t, name, err)
+	}
+	if t.NameField != "" {
+		switch own := t.NameOf(m); own {
+		case "":
+			m = proto.Clone(m)
+			t.SetNameOf(m, name)
+		case name, cname:
+		default:
+			return fmt.Errorf("put %s %s: the message is named %q", t, name, own)
 		}
 	}
+	if errs := resource.Validate(m); len(errs) > 0 {
+		return fmt.Errorf("put %s %s: %s: %s", t, name, errs[0].Path, errs[0].Msg)
+	}
+	body, err := resource.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", t, name, err)
+	}
+	var cs constraint.Constraints
+	if len(c) > 0 {
+		cs = constraint.And(c...)
+	}
+	b.Puts = append(b.Puts, resource.NewVariant(t, cname, cs, "", t.URL, body))
+	return nil
+}
+
+// Result says what an Apply changed.
+type Result struct {
+	// Rev is the store revision the batch made, or the current one when
+	// it changed nothing. Every variant the batch changed is served with
+	// version Rev (unconstrained) or Rev-<hash of its constraints> (TP2),
+	// the versions `xdsd apply` gives.
+	Rev     int64
+	Puts    []resource.Key // variants created or changed
+	Deletes []resource.Key // variants removed
+}
+
+// Apply applies b atomically, with the checks `xdsd apply` makes: a batch
+// that names a variant twice, both puts and deletes a resource, or leaves
+// a resource whose variants break TP2's rules (overlapping constraints, a
+// key set that differs between variants) is rejected whole, every problem
+// listed, and nothing changes. A batch equal to what is served makes no
+// revision. When Apply returns, the change is being sent to the clients.
+func (s *Server) Apply(ctx context.Context, b Batch) (Result, error) {
+	sb := store.Batch{Puts: b.Puts}
+	for _, d := range b.Deletes {
+		sb.Deletes = append(sb.Deletes, store.Delete{Type: d.Type, Name: d.Name, All: d.All, Constraints: d.Constraints.Key()})
+	}
+	r, err := s.st.Apply(ctx, sb)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.core.WaitRev(ctx, r.Rev); err != nil {
+		return Result{}, err
+	}
+	return Result{Rev: r.Rev, Puts: r.Puts, Deletes: r.Deletes}, nil
 }

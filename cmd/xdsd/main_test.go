@@ -19,10 +19,10 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -336,7 +336,7 @@ func TestBusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	key, err := server.OwnershipKey(watch)
+	key, err := origin.OwnershipKey(watch)
 	if err != nil {
 		t.Fatal(err)
 	}

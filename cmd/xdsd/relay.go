@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/rolehook"
 	"github.com/xdsd/xdsd/relay"
 )
 
@@ -87,13 +88,17 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 		return err
 	}
 	reg := newRegistry()
-	r, err := relay.New(b, relay.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions(), CacheLinger: f.cacheLinger})
+	ro := relay.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
+	if f.guard != nil {
+		ro = rolehook.RelayGuard(ro, f.guard).(relay.Options)
+	}
+	r, err := relay.New(b, ro)
 	if err != nil {
 		return err
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log, Tokens: f.tokens,
-		Clients:  func() any { return r.Clients() },
+		Clients:  func() any { return rolehook.RelayClients(r) },
 		Upstream: func() any { return r.Upstreams() },
 	}))
 	if err != nil {

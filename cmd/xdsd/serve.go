@@ -17,13 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
@@ -136,7 +136,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	defer st.Close()
 
 	reg := newRegistry()
-	srv := server.New(st, server.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
+	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owner: watchOwner(st, f.watchDir),
@@ -159,7 +159,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 
 	watched := make(chan struct{})
 	if f.watchDir != "" {
-		w := &server.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log, Applied: wh.applied}
+		w := &origin.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log, Applied: wh.applied}
 		if _, err := w.Sync(ctx); err != nil {
 			closeUnstarted(d)
 			return fmt.Errorf("--watch %s: %w", f.watchDir, err)
@@ -284,6 +284,6 @@ func watchOwner(st store.Store, dir string) func(context.Context, string, string
 		return nil
 	}
 	return func(ctx context.Context, typeURL, name string, constraints *string) (string, error) {
-		return server.Owner(ctx, st, dir, typeURL, name, constraints)
+		return origin.Owner(ctx, st, dir, typeURL, name, constraints)
 	}
 }

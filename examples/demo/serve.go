@@ -9,11 +9,11 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/grpc"
 
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 // serve loads the example, points its endpoints at the backends (the
@@ -51,7 +51,7 @@ func serve(ctx context.Context, dir string, backends map[string]int, log *slog.L
 		st.Close()
 		return "", nil, err
 	}
-	srv := server.New(st, server.Options{Logger: log})
+	srv := origin.New(st, origin.Options{Logger: log})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(runCtx) }()

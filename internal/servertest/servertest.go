@@ -17,11 +17,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 // Wait bounds every wait of this package.
@@ -36,7 +36,7 @@ type Origin struct {
 	Path string // the store file
 	Addr string // the xDS address; set by Start when it was 127.0.0.1:0
 	St   store.Store
-	Srv  *server.Server
+	Srv  *origin.Server
 
 	g      *grpc.Server
 	cancel context.CancelFunc
@@ -76,7 +76,7 @@ func (o *Origin) Start() {
 	}
 	o.Addr = lis.Addr().String()
 	o.St = st
-	o.Srv = server.New(st, server.Options{Logger: Quiet})
+	o.Srv = origin.New(st, origin.Options{Logger: Quiet})
 	o.g = grpc.NewServer(protocol.ServerOptions()...)
 	o.Srv.Register(o.g)
 	ctx, cancel := context.WithCancel(context.Background())

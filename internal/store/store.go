@@ -55,7 +55,7 @@ type Batch struct {
 	Deletes []Delete
 	// Meta sets metadata keys in the same transaction as the puts and
 	// deletes, so that what a writer records about its batches (what a
-	// watched directory defined, for server.DirWatcher) can never disagree
+	// watched directory defined, for origin.DirWatcher) can never disagree
 	// with what the store holds. A nil or empty value deletes the key.
 	// Metadata is not versioned: it makes no revision and wakes no
 	// watcher, so a batch that changes only metadata returns the current

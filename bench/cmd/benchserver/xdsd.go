@@ -10,17 +10,17 @@ import (
 
 	"github.com/xdsd/xdsd/bench/control"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 // xdsdImpl is the xdsd server role over an in-memory store.
 type xdsdImpl struct {
 	st     *mem.Store
-	srv    *server.Server
+	srv    *origin.Server
 	cancel context.CancelFunc
 	done   chan struct{}
 	names  []string // the clusters of the last setup
@@ -28,7 +28,7 @@ type xdsdImpl struct {
 
 func newXdsd(log *slog.Logger) (impl, func(*grpc.Server), []grpc.ServerOption) {
 	st := mem.New()
-	srv := server.New(st, server.Options{Logger: log})
+	srv := origin.New(st, origin.Options{Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &xdsdImpl{st: st, srv: srv, cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -20,11 +20,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/bench/control"
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,13 +36,13 @@ type xds struct {
 	t    *testing.T
 	addr string
 	st   *mem.Store
-	srv  *server.Server
+	srv  *origin.Server
 }
 
 func startServer(t *testing.T) *xds {
 	t.Helper()
 	st := mem.New()
-	srv := server.New(st, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := origin.New(st, origin.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	g := grpc.NewServer(protocol.ServerCodec())
 	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,6 +1,6 @@
 //go:build unix
 
-package server_test
+package origin_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/store/mem"
-	"github.com/xdsd/xdsd/server"
 )
 
 // A FIFO named *.yaml in a watched directory is reported, naming it, and
@@ -26,7 +26,7 @@ func TestDirWatcherFIFO(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	st := mem.New()
-	w := &server.DirWatcher{Store: st, Dir: dir}
+	w := &origin.DirWatcher{Store: st, Dir: dir}
 	type result struct {
 		applied bool
 		err     error

@@ -1,4 +1,4 @@
-package server_test
+package origin_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
-	"github.com/xdsd/xdsd/server"
 )
 
 const cl = "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n"
@@ -49,7 +49,7 @@ func TestDirWatcher(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	w := &server.DirWatcher{Store: st, Dir: dir}
+	w := &origin.DirWatcher{Store: st, Dir: dir}
 	write(t, dir, "a.yaml", cl+"name: a\n---\n"+cl+"name: b\n")
 	write(t, dir, "tp2.yaml", "name: r\nconstraints: env=prod\nresource:\n  "+cl+"---\nname: r\nconstraints: env=test\nresource:\n  "+cl)
 	if applied, err := w.Sync(ctx); !applied || err != nil {
@@ -105,7 +105,7 @@ func openBolt(t *testing.T, path string) *bolt.Store {
 	return st
 }
 
-func sync(t *testing.T, w *server.DirWatcher) {
+func sync(t *testing.T, w *origin.DirWatcher) {
 	t.Helper()
 	if applied, err := w.Sync(context.Background()); !applied || err != nil {
 		t.Fatalf("sync %s: applied %v, %v", w.Dir, applied, err)
@@ -129,7 +129,7 @@ func applyAPI(t *testing.T, st store.Store, src string) {
 
 func ownedRecord(t *testing.T, st store.Store, dir string) string {
 	t.Helper()
-	k, err := server.OwnershipKey(dir)
+	k, err := origin.OwnershipKey(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestDirWatcherRemembersAcrossRestart(t *testing.T) {
 	applyAPI(t, st, cl+"name: before\n") // rev 1: the store is not empty at the first watch
 	write(t, dir, "a.yaml", cl+"name: a\n")
 	write(t, dir, "b.yaml", cl+"name: b\n---\nname: r\nconstraints: env=prod\nresource:\n  "+cl+"---\nname: r\nconstraints: env=test\nresource:\n  "+cl)
-	sync(t, &server.DirWatcher{Store: st, Dir: dir}) // rev 2
+	sync(t, &origin.DirWatcher{Store: st, Dir: dir}) // rev 2
 	applyAPI(t, st, cl+"name: after\n")              // rev 3
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestDirWatcherRemembersAcrossRestart(t *testing.T) {
 
 	// Restarted with nothing changed: no revision.
 	st = openBolt(t, db)
-	sync(t, &server.DirWatcher{Store: st, Dir: dir})
+	sync(t, &origin.DirWatcher{Store: st, Dir: dir})
 	if st.Rev() != 3 {
 		t.Fatalf("an unchanged directory made revision %d at restart", st.Rev())
 	}
@@ -173,7 +173,7 @@ func TestDirWatcherRemembersAcrossRestart(t *testing.T) {
 	st = openBolt(t, db)
 	defer func() { st.Close() }()
 	rec := ownedRecord(t, st, dir)
-	w := &server.DirWatcher{Store: st, Dir: dir}
+	w := &origin.DirWatcher{Store: st, Dir: dir}
 	if applied, err := w.Sync(context.Background()); applied || err == nil || !strings.Contains(err.Error(), "c.yaml") {
 		t.Fatalf("sync with a bad file: applied %v, %v", applied, err)
 	}
@@ -193,7 +193,7 @@ func TestDirWatcherRemembersAcrossRestart(t *testing.T) {
 	}
 	st.Close()
 	st = openBolt(t, db)
-	sync(t, &server.DirWatcher{Store: st, Dir: dir})
+	sync(t, &origin.DirWatcher{Store: st, Dir: dir})
 	want = map[string]string{"before ": "1", "a ": "2", "after ": "3"}
 	if got := names(t, st); !maps.Equal(got, want) {
 		t.Fatalf("after removing c.yaml while down: %v, want %v", got, want)
@@ -207,7 +207,7 @@ func TestDirWatcherMoveBetweenFiles(t *testing.T) {
 	dir, db := t.TempDir(), filepath.Join(t.TempDir(), "x.db")
 	st := openBolt(t, db)
 	write(t, dir, "a.yaml", cl+"name: mx\n---\n"+cl+"name: my\n")
-	w := &server.DirWatcher{Store: st, Dir: dir}
+	w := &origin.DirWatcher{Store: st, Dir: dir}
 	sync(t, w)
 
 	write(t, dir, "b.yaml", cl+"name: my\n")
@@ -224,7 +224,7 @@ func TestDirWatcherMoveBetweenFiles(t *testing.T) {
 	}
 	st = openBolt(t, db)
 	defer st.Close()
-	sync(t, &server.DirWatcher{Store: st, Dir: dir})
+	sync(t, &origin.DirWatcher{Store: st, Dir: dir})
 	if got := names(t, st); st.Rev() != 1 || got["mx "] != "1" || got["my "] != "1" || len(got) != 2 {
 		t.Fatalf("after moving my back while down: rev %d, %v", st.Rev(), got)
 	}
@@ -238,7 +238,7 @@ func TestDirWatcherTwoDirectories(t *testing.T) {
 	write(t, one, "a.yaml", cl+"name: one-a\n")
 	write(t, one, "b.yaml", cl+"name: one-b\n")
 	write(t, two, "a.yaml", cl+"name: two-a\n")
-	w1, w2 := &server.DirWatcher{Store: st, Dir: one}, &server.DirWatcher{Store: st, Dir: two}
+	w1, w2 := &origin.DirWatcher{Store: st, Dir: one}, &origin.DirWatcher{Store: st, Dir: two}
 	sync(t, w1)
 	sync(t, w2)
 	if err := os.Remove(filepath.Join(one, "a.yaml")); err != nil {
@@ -258,11 +258,11 @@ func TestDirWatcherTwoDirectories(t *testing.T) {
 	}
 	st = openBolt(t, db)
 	defer st.Close()
-	sync(t, &server.DirWatcher{Store: st, Dir: two})
+	sync(t, &origin.DirWatcher{Store: st, Dir: two})
 	if got := names(t, st); len(got) != 1 || got["one-b "] == "" {
 		t.Fatalf("after syncing the emptied second directory: %v", got)
 	}
-	sync(t, &server.DirWatcher{Store: st, Dir: one})
+	sync(t, &origin.DirWatcher{Store: st, Dir: one})
 	if got := names(t, st); len(got) != 0 {
 		t.Fatalf("after syncing both emptied directories: %v", got)
 	}
@@ -275,11 +275,11 @@ func TestOwnershipKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := server.OwnershipKey("testdata/../conf")
+	rel, err := origin.OwnershipKey("testdata/../conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	abs, err := server.OwnershipKey(filepath.Join(wd, "conf"))
+	abs, err := origin.OwnershipKey(filepath.Join(wd, "conf"))
 	if err != nil || rel != abs || abs != "watch:"+filepath.Join(wd, "conf") {
 		t.Fatalf("OwnershipKey: relative %q, absolute %q (%v)", rel, abs, err)
 	}
@@ -306,7 +306,7 @@ func TestDirWatcherRetriesStoreFailure(t *testing.T) {
 	st := &flakyStore{Store: mem.New(), fail: true}
 	defer st.Close()
 	write(t, dir, "a.yaml", cl+"name: a\n")
-	w := &server.DirWatcher{Store: st, Dir: dir}
+	w := &origin.DirWatcher{Store: st, Dir: dir}
 	if applied, err := w.Sync(context.Background()); applied || err == nil {
 		t.Fatalf("sync into a failing store: %v %v", applied, err)
 	}

@@ -1,0 +1,163 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
+)
+
+func cluster(timeout time.Duration) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads()},
+		ConnectTimeout:       durationpb.New(timeout),
+	}
+}
+
+// A batch that breaks TP2's rules is rejected whole, with the reason, and
+// nothing of it is served; a batch equal to the state makes no revision.
+func TestApplyAtomicAndValidated(t *testing.T) {
+	srv, err := server.New(server.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	var b server.Batch
+	if err := b.Put("a", cluster(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put("b", cluster(time.Second), constraint.Value("env", "prod")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put("b", cluster(2*time.Second), constraint.Exists("env")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = srv.Apply(ctx, b)
+	var overlap *constraint.OverlapError
+	if !errors.As(err, &overlap) {
+		t.Fatalf("overlapping variants: got %v, want an OverlapError", err)
+	}
+	b = server.Batch{}
+	if err := b.Put("a", cluster(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := srv.Apply(ctx, b)
+	if err != nil || r1.Rev != 1 {
+		t.Fatalf("first good apply: rev %d, %v; want the first revision", r1.Rev, err)
+	}
+	r2, err := srv.Apply(ctx, b)
+	if err != nil || r2.Rev != 1 || len(r2.Puts) != 0 {
+		t.Fatalf("same batch again: %+v, %v; want no new revision", r2, err)
+	}
+	if err := b.Put("x", &clusterv3.Cluster{ConnectTimeout: durationpb.New(-time.Second)}); err == nil {
+		t.Fatal("a cluster with a negative timeout was accepted")
+	}
+	if err := b.Put("x", cluster(time.Second)); err == nil {
+		_, err = srv.Apply(ctx, server.Batch{Deletes: []server.Delete{{Type: resource.ClusterURL, Name: "a", All: true}}, Puts: b.Puts})
+		if err == nil {
+			t.Fatal("a batch that puts and deletes one resource was accepted")
+		}
+	}
+}
+
+type source struct{ vs chan []*resource.Variant }
+
+func (s source) Resources(context.Context) ([]*resource.Variant, error) { return <-s.vs, nil }
+
+// Follow applies what a source returns and deletes what it no longer
+// defines; a client sees both; Clients reports the client with its ACK.
+func TestFollowAndClients(t *testing.T) {
+	dir := t.TempDir()
+	st, err := server.OpenBolt(filepath.Join(dir, "xdsd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := server.New(server.Options{Store: st, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+
+	put := func(names ...string) []*resource.Variant {
+		var b server.Batch
+		for _, n := range names {
+			if err := b.Put(n, cluster(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.Puts
+	}
+	src := source{vs: make(chan []*resource.Variant)}
+	trigger := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- srv.Follow(ctx, src, trigger) }()
+	src.vs <- put("a", "b")
+
+	c := newClient(lis.Addr().String(), nil)
+	defer c.Close()
+	events := make(chan client.Event, 16)
+	stop, err := c.Watch(ctx, resource.ClusterURL, "b", func(e client.Event) { events <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	waitKind(t, events, client.Updated)
+
+	trigger <- struct{}{}
+	src.vs <- put("a")
+	waitKind(t, events, client.Removed)
+
+	deadline := time.After(20 * time.Second)
+	for {
+		cs := srv.Clients()
+		if len(cs) == 1 && len(cs[0].Types) > 0 && cs[0].NodeID == "example" {
+			ts := cs[0].Types[0]
+			if ts.URL == resource.ClusterURL && len(ts.Held) == 1 && ts.Held[0].Absent {
+				break
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("clients: %+v", cs)
+		case <-time.After(10 * time.Millisecond): // polling a status, not waiting for an event
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitKind(t *testing.T, events chan client.Event, k client.EventKind) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if e.Kind == k {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %v event", k)
+		}
+	}
+}
