@@ -121,14 +121,6 @@ func (p *proc) stop() {
 	p.cmd = nil
 }
 
-func (p *proc) pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
 
 // sample is one row of the output.
 type sample struct {
