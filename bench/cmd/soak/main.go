@@ -121,7 +121,6 @@ func (p *proc) stop() {
 	p.cmd = nil
 }
 
-
 // sample is one row of the output.
 type sample struct {
 	at                   time.Duration
