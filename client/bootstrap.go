@@ -1,8 +1,6 @@
 package client
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/xdsd/xdsd/internal/mtls"
 )
 
 // The environment variables gRPC reads its bootstrap from (gRFC A27). The
@@ -309,8 +309,9 @@ func defaultAuthorityTemplate(authority string) string {
 //   - "insecure": plaintext;
 //   - "tls" (gRFC A65): TLS with the system roots, or with the config
 //     {"ca_certificate_file", "certificate_file", "private_key_file"}, the
-//     latter two (given together) for mTLS. The files are read now, not
-//     watched: a new call picks up rotated files.
+//     latter two (given together) for mTLS. The files are read now and
+//     re-read on a handshake after they change, as gRPC's file-watcher
+//     certificate provider does: a rotation needs no restart.
 //
 // Other types, such as "google_default", are skipped; when none is supported
 // the error names the types.
@@ -383,26 +384,7 @@ func tlsCredentials(config json.RawMessage) (credentials.TransportCredentials, e
 	if err != nil {
 		return nil, err
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.CACertificateFile != "" {
-		pem, err := os.ReadFile(c.CACertificateFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_certificate_file: %w", err)
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_certificate_file: no PEM certificate in %s", c.CACertificateFile)
-		}
-		tc.RootCAs = roots
-	}
-	if c.CertificateFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertificateFile, c.PrivateKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("certificate_file/private_key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return credentials.NewTLS(tc), nil
+	return mtls.NewClient(c.CACertificateFile, c.CertificateFile, c.PrivateKeyFile, nil)
 }
 
 // Delta reports whether the server is to be spoken to with delta xDS, the

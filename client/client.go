@@ -79,8 +79,11 @@ type Client struct {
 	// client restarted during the outage) is served from the cache. They
 	// are evicted once the upstream is healthy again.
 	lingering map[db.Key]linger
-	touched   map[db.Key]struct{} // statuses changed by the running callback
-	closed    bool
+	// kept are upstream subscriptions with no subscriber left, kept for
+	// Policy.Linger (a relay's --cache-linger) by a timer that ends them.
+	kept    map[db.Key]*time.Timer
+	touched map[db.Key]struct{} // statuses changed by the running callback
+	closed  bool
 
 	// views are the statuses as watchers see them: written by the state
 	// goroutine as statuses change, read by the handler goroutine.
@@ -137,7 +140,7 @@ func newClient(b *Bootstrap, o Options, p cachepolicy.Policy) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	c := &Client{b: b, o: o, policy: p,
-		channels: map[string]*channel{}, status: map[db.Key]*resStatus{}, lingering: map[db.Key]linger{}, touched: map[db.Key]struct{}{},
+		channels: map[string]*channel{}, status: map[db.Key]*resStatus{}, lingering: map[db.Key]linger{}, kept: map[db.Key]*time.Timer{}, touched: map[db.Key]struct{}{},
 		watchers: map[db.Key]map[*watcher]struct{}{}, alts: map[*watcher]struct{}{}, altTimers: map[*time.Timer]struct{}{},
 		closeDone: make(chan struct{})}
 	c.state = newSerializer(c.publish)
@@ -165,6 +168,10 @@ func (c *Client) Close() {
 					st.timer.Stop()
 					st.timer = nil
 				}
+			}
+			for k, tm := range c.kept {
+				tm.Stop()
+				delete(c.kept, k)
 			}
 		})
 		for _, ch := range chans {

@@ -122,7 +122,7 @@ func (lc *listCollection) onCollection(e Event) {
 		if _, ok := lc.members[n]; ok {
 			continue
 		}
-		cf, err := lc.c.Watch(context.Background(), lc.elem.URL, n, func(e Event) {
+		cf, err := lc.c.watch(context.Background(), lc.elem.URL, n, func(e Event) {
 			switch e.Kind {
 			case Updated:
 				lc.values[n] = e.Variant

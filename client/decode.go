@@ -38,7 +38,7 @@ type rcvd struct {
 	name    string
 	cons    constraint.Constraints
 	v       *resource.Variant // accepted so far (nil when rejected or without payload)
-	ttl     time.Duration     // delta: Resource.ttl
+	ttl     time.Duration     // Resource.ttl (SotW: of a wrapped resource)
 	rej     *rejection
 	aliases []string // delta (VHDS): the requested names it answers
 	// bare: a delta resource without payload — a VHDS not-found answer
@@ -62,7 +62,7 @@ type decoded struct {
 	// VHDS: requested names the answer covers, and those not found.
 	aliases  map[string]string // alias → virtual host name
 	notFound []string
-	// heartbeats (delta): payload-less resources renewing the TTL of the
+	// heartbeats: payload-less resources renewing the TTL of the
 	// version held (docs/protocol.md §2.7).
 	heartbeats []heartbeat
 	// noVariant: TP2 subscriptions a full-state response answered with
@@ -118,6 +118,7 @@ func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
 			payload = a
 			version = r.VersionInfo
 			dnc     bool
+			ttl     time.Duration
 		)
 		if a.TypeUrl == resource.WrapperURL {
 			var res discoveryv3.Resource
@@ -133,6 +134,7 @@ func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
 			}
 			payload = res.Resource
 			dnc = res.GetCacheControl().GetDoNotCache()
+			ttl = res.GetTtl().AsDuration()
 			if res.GetVersion() != "" {
 				// The resource's own version, as delta carries it: the
 				// same identifier on both transports and in the server's
@@ -141,7 +143,10 @@ func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
 				version = res.GetVersion()
 			}
 			if payload == nil {
-				rc.items = append(rc.items, rcvd{rej: rejectf(n, "wrapped resource without a payload")})
+				// A heartbeat (docs/protocol.md §2.7), if the client holds
+				// this version: checked tells.
+				n = canonicalName(n)
+				rc.items = append(rc.items, rcvd{name: n, cons: cons, version: version, ttl: ttl, bare: true})
 				continue
 			}
 		} else {
@@ -164,7 +169,7 @@ func (c *Client) decodeSotW(r *discoveryv3.DiscoveryResponse) *received {
 		}
 		seen[k] = true
 		v, rej := c.check(r.TypeUrl, n, cons, version, payload, dnc)
-		rc.items = append(rc.items, rcvd{name: n, cons: cons, v: v, rej: rej})
+		rc.items = append(rc.items, rcvd{name: n, cons: cons, v: v, rej: rej, ttl: ttl})
 	}
 	return rc
 }

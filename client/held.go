@@ -244,6 +244,14 @@ func (ch *channel) apply(t *upType, b *decoded, fullState bool) db.Update {
 		b.puts = kept
 	}
 	present := presentVariants(b.puts)
+	for _, h := range b.heartbeats {
+		// A heartbeat keeps what it renews: in a full state it stands for
+		// the resource, held as it was.
+		if present[h.name] == nil {
+			present[h.name] = map[string]bool{}
+		}
+		present[h.name][h.ckey] = true
+	}
 	for _, v := range b.puts {
 		if t.held[v.Name] == nil {
 			t.held[v.Name] = map[string]string{}

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"time"
+
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
@@ -27,7 +29,57 @@ type linger struct {
 // Unsubscribe) waits for it: an ended interest's entries are evicted
 // before a new subscription to them can read them.
 func (c *Client) interest(i db.Sub, on bool) {
-	c.state.Do(func() { c.interestChanged(i, on) })
+	c.state.Do(func() {
+		if c.keep(i, on) {
+			return
+		}
+		c.interestChanged(i, on)
+	})
+}
+
+// keep applies Policy.Linger: the last subscriber of i leaving (on false)
+// starts a timer that ends the upstream subscription later, instead of
+// now; a subscriber arriving meanwhile (on true) stops it and takes the
+// subscription, and its cache entry, over as they are. It reports whether
+// it took care of the change.
+func (c *Client) keep(i db.Sub, on bool) bool {
+	if c.policy.Linger <= 0 {
+		return false
+	}
+	if on {
+		tm, ok := c.kept[i.Key]
+		if !ok {
+			return false
+		}
+		tm.Stop()
+		delete(c.kept, i.Key)
+		c.lingerCount(true)
+		return true
+	}
+	if c.closed {
+		return false
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(c.policy.Linger, func() {
+		c.state.Schedule(func() {
+			if c.kept[i.Key] != tm {
+				return // taken up again, or the client closed
+			}
+			delete(c.kept, i.Key)
+			c.lingerCount(false)
+			c.interestChanged(i, false)
+		})
+	})
+	c.kept[i.Key] = tm
+	c.lingerCount(false)
+	return true
+}
+
+// lingerCount tells the policy how many upstream subscriptions linger.
+func (c *Client) lingerCount(revived bool) {
+	if c.policy.Lingering != nil {
+		c.policy.Lingering(len(c.kept), revived)
+	}
 }
 
 // upstreamSub is how an interest is subscribed upstream: by TP2 resource

@@ -239,17 +239,16 @@ func (ch *channel) needFresh(typeURL, n string, add int) {
 }
 
 // node returns the node to send on a stream's first request, with the
-// client features this client has: it unwraps SotW resources, and over
-// delta it honours TTLs and heartbeats (docs/protocol.md §2.7).
-func (ch *channel) node(delta bool) *corev3.Node {
+// client features this client has: it unwraps SotW resources, and it
+// honours TTLs and heartbeats on both transports (docs/protocol.md §2.7).
+func (ch *channel) node() *corev3.Node {
 	n := &corev3.Node{}
 	if ch.c.b.Node != nil {
 		n = proto.Clone(ch.c.b.Node).(*corev3.Node)
 	}
-	n.ClientFeatures = append(n.ClientFeatures, "xds.config.resource-in-sotw", "xds.config.supports-resource-in-sotw")
-	if delta {
-		n.ClientFeatures = append(n.ClientFeatures, "xds.config.supports-resource-ttl")
-	}
+	// TTLs too, over SotW as well: they come in the wrapped resources.
+	n.ClientFeatures = append(n.ClientFeatures, "xds.config.resource-in-sotw", "xds.config.supports-resource-in-sotw",
+		"xds.config.supports-resource-ttl")
 	return n
 }
 
@@ -293,9 +292,9 @@ func (ch *channel) requests(srv ServerConfig) []proto.Message {
 		if first && !ch.anyRequested() {
 			switch r := req.(type) {
 			case *discoveryv3.DiscoveryRequest:
-				r.Node = ch.node(false)
+				r.Node = ch.node()
 			case *discoveryv3.DeltaDiscoveryRequest:
-				r.Node = ch.node(true)
+				r.Node = ch.node()
 			}
 		}
 		first = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,7 +124,47 @@ type watcher struct {
 // cancel, or the end of ctx, stops the watch; the last watcher of a
 // resource unsubscribes it upstream. cancel never waits for a handler:
 // the channel it returns is closed once h will not be called again.
+//
+// A name from configuration may not carry xds.* context parameters: TP1
+// reserves them for attributes the client computes, which WatchComputed
+// adds.
 func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
+	if err := resource.CheckConfiguredName(n); err != nil {
+		return nil, err
+	}
+	return c.watch(ctx, typeURL, n, h)
+}
+
+// WatchComputed is Watch of an xdstp:// name with computed attributes
+// added to its context parameters as xds.resource.KEY=VALUE (TP1 "Context
+// parameters"): an on-demand listener found by the VIP a request was sent
+// to, say, is watched as NAME with {"vip": "96.54.3.1"}. The server
+// matches them like any context parameter: it serves the resource
+// authored under the name with those parameters.
+func (c *Client) WatchComputed(ctx context.Context, typeURL, n string, attrs map[string]string, h Handler) (cancel CancelFunc, err error) {
+	if err := resource.CheckConfiguredName(n); err != nil {
+		return nil, err
+	}
+	u, err := name.Parse(n)
+	if err != nil {
+		return nil, err
+	}
+	if !u.IsXDSTP() {
+		return nil, fmt.Errorf("%s: computed attributes are context parameters of an xdstp:// name; a legacy name has none", n)
+	}
+	ps := make([]name.Param, 0, len(attrs))
+	for k, v := range attrs {
+		if k == "" || strings.ContainsAny(k, "&=#?") {
+			return nil, fmt.Errorf("computed attribute %q: want a key such as vip", k)
+		}
+		ps = append(ps, name.Param{Key: resource.ComputedPrefix + k, Value: v})
+	}
+	return c.watch(ctx, typeURL, u.WithParams(ps...).String(), h)
+}
+
+// watch is Watch without the check of a configured name: names a server
+// sent (a list collection's entries) may carry what clients computed.
+func (c *Client) watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -132,5 +134,37 @@ func TestCSDSWithGRPCClient(t *testing.T) {
 			t.Fatalf("CSDS shows ACKs for %v; want the four types of the quickstart chain", acked)
 		}
 		time.Sleep(20 * time.Millisecond) // polling: an ACK is no event a test can wait on
+	}
+}
+
+// apply --wait against a real grpc-go xDS client: a change it takes
+// returns 0 once it ACKs; a route it rejects returns 3 with grpc-go's
+// reason and the client's node id.
+func TestApplyWaitWithGRPCClient(t *testing.T) {
+	b := startBackend(t)
+	x := startXdsd(t)
+	x.apply(t, chainYAML("wait", b.port))
+	conn := dial(t, "xds:///wait", bootstrap(x.xds, nil, nil))
+	until(t, conn, b.addr)
+	dir := t.TempDir()
+	write := func(yaml string) string {
+		p := filepath.Join(dir, "chain.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	good := strings.Replace(chainYAML("wait", b.port), "route: {cluster: wait}", "route: {cluster: wait, timeout: 7s}", 1)
+	code, out, errOut := runXdsd(t, "apply", "--admin", x.admin, "--wait", "--wait-timeout", "30s", "-f", write(good))
+	if code != 0 || !strings.Contains(out, "rollout of revision 2: 1 ACKed, 0 NACKed, 0 not answered") {
+		t.Fatalf("apply --wait of a route grpc-go takes: exit %d\n%s%s", code, out, errOut)
+	}
+
+	bad := strings.Replace(good, "route: {cluster: wait, timeout: 7s}", "route: {cluster: wait, retry_policy: {num_retries: 0}}", 1)
+	code, out, errOut = runXdsd(t, "apply", "--admin", x.admin, "--client", "none", "--wait", "--wait-timeout", "30s", "-f", write(bad))
+	if code != 3 || !strings.Contains(out, "0 ACKed, 1 NACKed, 0 not answered") || !strings.Contains(out, "NACKED   rds") ||
+		!strings.Contains(out, "num_retries = 0; must be >= 1") || !strings.Contains(errOut, "1 client NACKed revision 3") {
+		t.Fatalf("apply --wait of a route grpc-go rejects: exit %d\n%s%s", code, out, errOut)
 	}
 }

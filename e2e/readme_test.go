@@ -8,25 +8,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// walkthrough returns the commands of the README's first session: the
-// sh block between <!-- walkthrough --> and <!-- /walkthrough -->.
-func walkthrough(t *testing.T) []string {
+// readmeBlock returns the part of the README between <!-- name --> and
+// <!-- /name -->.
+func readmeBlock(t *testing.T, name string) string {
 	t.Helper()
 	data, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(data), "<!-- walkthrough -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- /walkthrough -->")
+	_, rest, ok := strings.Cut(string(data), "<!-- "+name+" -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- /"+name+" -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no walkthrough block")
+		t.Fatalf("README.md has no %s block", name)
 	}
+	return block
+}
+
+// walkthrough returns the commands of the README's first session: the
+// sh block between <!-- walkthrough --> and <!-- /walkthrough -->.
+func walkthrough(t *testing.T) []string {
+	t.Helper()
 	var cmds []string
-	sc := bufio.NewScanner(strings.NewReader(block))
+	sc := bufio.NewScanner(strings.NewReader(readmeBlock(t, "walkthrough")))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "```") || strings.HasPrefix(line, "#") {
@@ -35,6 +43,45 @@ func walkthrough(t *testing.T) []string {
 		cmds = append(cmds, line)
 	}
 	return cmds
+}
+
+// startBackground runs a README command that ends with & (a server) in
+// dir, until the test ends, and waits until readyURL answers 200 through
+// hc — as a person starts the next command once the server serves.
+func startBackground(t *testing.T, c, dir string, env []string, hc *http.Client, readyURL string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(c, "&"))
+	cmd.Dir, cmd.Env = dir, env
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	waitReady(t, hc, readyURL, exited, logs)
+}
+
+// lockedBuffer collects a process's output while the test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // The README's first session runs as shown, in the order shown, on this
@@ -55,23 +102,8 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 	env := append(os.Environ(), "GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for _, c := range cmds {
-		if bg, ok := strings.CutSuffix(c, "&"); ok {
-			cmd := exec.Command("bash", "-c", "exec "+bg)
-			cmd.Dir, cmd.Env = root, env
-			var logs strings.Builder
-			cmd.Stdout, cmd.Stderr = &logs, &logs
-			if err := cmd.Start(); err != nil {
-				t.Fatalf("%s: %v", c, err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				<-exited
-			})
-			// A person starts the next command once the server says it
-			// is serving; the test waits for readiness the same way.
-			waitReady(t, "http://127.0.0.1:18001/readyz", exited, &logs)
+		if strings.HasSuffix(c, "&") {
+			startBackground(t, c, root, env, http.DefaultClient, "http://127.0.0.1:18001/readyz")
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -88,11 +120,11 @@ func TestREADMEWalkthrough(t *testing.T) {
 
 // waitReady polls a readiness endpoint until it answers 200, failing if
 // the process exits first or after a deadline.
-func waitReady(t *testing.T, url string, exited <-chan error, logs *strings.Builder) {
+func waitReady(t *testing.T, hc *http.Client, url string, exited <-chan error, logs *lockedBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if resp, err := http.Get(url); err == nil {
+		if resp, err := hc.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return

@@ -33,8 +33,18 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
 	Registerer prometheus.Registerer
+	// CacheLinger keeps an upstream subscription, and its cache entry
+	// fresh, this long after the last downstream of its (type, name,
+	// parameters) has left: short-lived clients (jobs, CLIs, a client
+	// making one call) find a warm cache, and one connecting while the
+	// upstream is down is still served. Zero: none (xdsd relay's
+	// --cache-linger defaults to 5m).
+	CacheLinger time.Duration
 
 	pendingWait time.Duration // Policy.PendingWait; tests shorten it
+	// guard is the downstream access policy xdsd relay --policy sets
+	// (through rolehook): an internal type, not part of the API.
+	guard protocol.Guard
 }
 
 // Relay serves downstream xDS streams from a cache of its upstreams.
@@ -44,6 +54,10 @@ type Relay struct {
 	proto  *protocol.Server
 	hits   *prometheus.CounterVec
 	misses *prometheus.CounterVec
+	// Upstream subscriptions kept by CacheLinger with no downstream, and
+	// those a downstream took up again.
+	lingering prometheus.Gauge
+	revived   prometheus.Counter
 }
 
 // New starts a relay of the upstreams in b (federation: each authority's
@@ -59,6 +73,10 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 			Help: "Downstream subscriptions answered from the cache at once, by resource type."}, []string{"type"}),
 		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_relay_cache_misses_total",
 			Help: "Downstream subscriptions that had to wait for the upstream, by resource type."}, []string{"type"}),
+		lingering: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdsd_relay_lingering_subscriptions",
+			Help: "Upstream subscriptions kept fresh after their last downstream left (--cache-linger)."}),
+		revived: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdsd_relay_lingering_revived_total",
+			Help: "Lingering upstream subscriptions a downstream subscribed to again before they ended."}),
 	}
 	p := r.policy(o)
 	co := o.Client
@@ -70,10 +88,10 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	}
 	r.client, r.cache = c, cache
 	po := protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
-		Logger: o.Logger, Registerer: o.Registerer}
+		Logger: o.Logger, Registerer: o.Registerer, Guard: o.guard}
 	r.proto = protocol.NewCacheServer(cache, po, p)
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(r.hits, r.misses, &upstreamCollector{c: c})
+		o.Registerer.MustRegister(r.hits, r.misses, r.lingering, r.revived, &upstreamCollector{c: c})
 	}
 	return r, nil
 }
@@ -104,6 +122,14 @@ func (r *Relay) policy(o Options) cachepolicy.Policy {
 		// answered.
 		HonorDoNotCache: true,
 		PendingWait:     o.pendingWait,
+		// Downstreams that come and go find the cache warm.
+		Linger: o.CacheLinger,
+		Lingering: func(n int, revived bool) {
+			r.lingering.Set(float64(n))
+			if revived {
+				r.revived.Inc()
+			}
+		},
 	}
 }
 
@@ -122,6 +148,11 @@ func (r *Relay) clients() []protocol.Client { return r.proto.Clients() }
 
 func init() {
 	rolehook.RelayClients = func(r any) []protocol.Client { return r.(*Relay).clients() }
+	rolehook.RelayGuard = func(o any, g protocol.Guard) any {
+		ro := o.(Options)
+		ro.guard = g
+		return ro
+	}
 }
 
 // Upstreams reports the upstream streams.

@@ -48,6 +48,12 @@ func (rl *relayUnderTest) awaitOutage(t *testing.T) {
 
 func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
 	t.Helper()
+	return startRelayLinger(t, upstream, sotw, 0)
+}
+
+// startRelayLinger starts a relay with Options.CacheLinger set.
+func startRelayLinger(t *testing.T, upstream string, sotw bool, linger time.Duration) *relayUnderTest {
+	t.Helper()
 	tr := "delta"
 	if sotw {
 		tr = "sotw"
@@ -61,7 +67,7 @@ func startRelay(t *testing.T, upstream string, sotw bool) *relayUnderTest {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := relay.New(b, relay.WithPendingWait(relay.Options{Logger: servertest.Quiet, Registerer: reg,
+	r, err := relay.New(b, relay.WithPendingWait(relay.Options{Logger: servertest.Quiet, Registerer: reg, CacheLinger: linger,
 		Client: client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}}, time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -344,9 +344,9 @@ func TestDecodeInputErrors(t *testing.T) {
 
 		// 5. The reserved prefix, whatever its case.
 		{"reserved context param upper case", "f.yaml", cl + "name: xdstp://a/envoy.config.cluster.v3.Cluster/x?XDS.node.id=1\n", []string{
-			`f.yaml:2:7: document 1: name: xdstp name "xdstp://a/envoy.config.cluster.v3.Cluster/x?XDS.node.id=1": context parameter "XDS.node.id" is in the reserved xds. namespace`}},
+			`f.yaml:2:7: document 1: name: xdstp name "xdstp://a/envoy.config.cluster.v3.Cluster/x?XDS.node.id=1": context parameter "XDS.node.id" is in the reserved xds. namespace (only computed xds.resource.* attributes may be authored)`}},
 		{"reserved context param mixed case", "f.yaml", cl + "name: xdstp://a/envoy.config.cluster.v3.Cluster/x?Xds.shard=1\n", []string{
-			`f.yaml:2:7: document 1: name: xdstp name "xdstp://a/envoy.config.cluster.v3.Cluster/x?Xds.shard=1": context parameter "Xds.shard" is in the reserved xds. namespace`}},
+			`f.yaml:2:7: document 1: name: xdstp name "xdstp://a/envoy.config.cluster.v3.Cluster/x?Xds.shard=1": context parameter "Xds.shard" is in the reserved xds. namespace (only computed xds.resource.* attributes may be authored)`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

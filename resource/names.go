@@ -22,10 +22,31 @@ func CanonicalName(s string) (string, error) {
 	return n.String(), nil
 }
 
+// ComputedPrefix begins the context parameters a client computes and adds
+// to an xdstp:// name (TP1 "Context parameters": xds.resource.vip), as
+// opposed to those of the name it was configured with.
+const ComputedPrefix = "xds.resource."
+
+// CheckConfiguredName refuses a name a client was configured with (not
+// computed) that carries xds.* context parameters, which TP1 reserves for
+// what the client itself adds.
+func CheckConfiguredName(s string) error {
+	n, err := name.Parse(s)
+	if err != nil || !n.IsXDSTP() {
+		return nil
+	}
+	for _, p := range n.Params {
+		if len(p.Key) >= 4 && strings.EqualFold(p.Key[:4], "xds.") {
+			return fmt.Errorf("%s: context parameter %q is in the xds. namespace, which TP1 reserves for attributes a client computes (give them as computed attributes, not in the name)", s, p.Key)
+		}
+	}
+	return nil
+}
+
 // CheckName validates a name for a resource of type t and returns its
 // canonical form. An xdstp:// name must be a URN whose type segment is the
 // resource type and whose context parameters avoid the reserved xds.
-// namespace (TP1); a VirtualHost's legacy name must be "<route config>/<name>"
+// namespace but for computed xds.resource.* attributes (TP1); a VirtualHost's legacy name must be "<route config>/<name>"
 // so that on-demand VHDS can find it.
 func CheckName(t *Type, s string) (string, error) {
 	if s == "" {
@@ -40,10 +61,13 @@ func CheckName(t *Type, s string) (string, error) {
 			return "", fmt.Errorf("xdstp name %q has resource type %s, but the resource is a %s", s, n.Type, t.Name)
 		}
 		for _, p := range n.Params {
-			// Case-insensitive: "XDS.node.id" is not one of Envoy's own
-			// parameters, but it reads as one to every operator.
-			if len(p.Key) >= 4 && strings.EqualFold(p.Key[:4], "xds.") {
-				return "", fmt.Errorf("xdstp name %q: context parameter %q is in the reserved xds. namespace", s, p.Key)
+			// TP1 reserves the xds. namespace; xds.resource.* are the
+			// attributes a client computes and adds to a name (an
+			// on-demand listener by VIP: xds.resource.vip), so a server
+			// authors resources under them. Case-insensitive:
+			// "XDS.node.id" reads as reserved to every operator.
+			if len(p.Key) >= 4 && strings.EqualFold(p.Key[:4], "xds.") && !strings.HasPrefix(p.Key, ComputedPrefix) {
+				return "", fmt.Errorf("xdstp name %q: context parameter %q is in the reserved xds. namespace (only computed %s* attributes may be authored)", s, p.Key, ComputedPrefix)
 			}
 		}
 	} else if t.URL == VirtualHostURL && !strings.Contains(s, "/") {

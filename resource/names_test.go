@@ -19,6 +19,9 @@ func TestCheckNameReservedParams(t *testing.T) {
 		{"XDS.node.id=1", "XDS.node.id"},
 		{"Xds.shard=1", "Xds.shard"},
 		{"a=1&xDs.=2", "xDs."},
+		{"xds.resource.vip=96.54.3.1", ""}, // computed attributes may be authored
+		{"XDS.resource.vip=1", "XDS.resource.vip"},
+		{"xds.resourcex=1", "xds.resourcex"},
 		{"xds=1", ""},
 		{"xdsx.a=1", ""},
 		{"my.xds.a=1", ""},
@@ -33,9 +36,25 @@ func TestCheckNameReservedParams(t *testing.T) {
 				return
 			}
 			want := `context parameter "` + tt.reserved + `" is in the reserved xds. namespace`
-			if err == nil || !strings.HasSuffix(err.Error(), want) {
+			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("CheckName = %q, %v; want an error ending %q", canon, err, want)
 			}
 		})
+	}
+}
+
+// A name a client is configured with carries no xds.* parameters at all:
+// the computed ones are the client's to add.
+func TestCheckConfiguredName(t *testing.T) {
+	for n, bad := range map[string]bool{
+		"xdstp://a/envoy.config.listener.v3.Listener/l?bar=baz":                                           false,
+		"xdstp://a/envoy.config.listener.v3.Listener/l?bar=baz&xds.resource.vip=96.54.3.1":                true,
+		"xdstp://a/envoy.config.listener.v3.Listener/l?xds.node.id=n":                                     true,
+		"legacy-name?xds.resource.vip=1":                                                                  false,
+		"xdstp://a/envoy.config.listener.v3.Listener/l#alt=xdstp://b/envoy.config.listener.v3.Listener/l": false,
+	} {
+		if err := CheckConfiguredName(n); (err != nil) != bad {
+			t.Errorf("CheckConfiguredName(%s) = %v, want an error: %v", n, err, bad)
+		}
 	}
 }

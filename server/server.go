@@ -118,9 +118,10 @@ func New(o Options) (*Server, error) {
 
 // GRPCServerOptions are the options a gRPC server must be created with to
 // carry a Server's (or a relay's) streams: they let responses be sent as
-// encoded once for all the clients that get them.
+// encoded once for all the clients that get them, and keep an idle stream
+// to one goroutine.
 func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{protocol.ServerCodec()}
+	return protocol.ServerOptions()
 }
 
 // Register adds the xDS services (ADS and the per-type SotW and delta

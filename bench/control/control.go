@@ -41,6 +41,7 @@ type ServerStats struct {
 	PID        int   `json:"pid"`
 	RSSBytes   int64 `json:"rss_bytes"`   // VmRSS
 	HeapBytes  int64 `json:"heap_bytes"`  // runtime HeapInuse
+	StackBytes int64 `json:"stack_bytes"` // runtime StackInuse (goroutine stacks)
 	Goroutines int   `json:"goroutines"`  // runtime.NumGoroutine
 	Streams    int   `json:"streams"`     // xDS streams open, as the server counts them
 	CPUNanos   int64 `json:"cpu_nanos"`   // utime+stime of the process

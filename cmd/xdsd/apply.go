@@ -166,22 +166,31 @@ func call(c *http.Client, req *http.Request, out any) error {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return answerError(resp)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var eb admin.ErrorBody
-		if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
-			return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
-		msg := eb.Message
-		for _, e := range eb.Errors {
-			msg += "\n  " + e.Error()
-		}
-		return errors.New(msg)
-	}
 	return json.Unmarshal(body, out)
+}
+
+// answerError turns an admin API error answer into an error.
+func answerError(resp *http.Response) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("admin API: %s: %w", resp.Status, err)
+	}
+	var eb admin.ErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
+		return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	msg := eb.Message
+	for _, e := range eb.Errors {
+		msg += "\n  " + e.Error()
+	}
+	return errors.New(msg)
 }
 
 // uploadClient sends applies: a large batch takes a while to send and
@@ -190,11 +199,13 @@ var uploadClient = &http.Client{Timeout: 30 * time.Minute}
 
 func runApply(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
 	client := clientFlag(fs)
 	force := fs.Bool("force", false, "apply even what the client checks say the client would reject")
-	pos, err := parse(fs, args, "apply [--admin ADDR] [--client envoy|grpc|none] [--force] -f FILE|DIR|-", stdout)
+	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout)")
+	waitTimeout := fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
+	pos, err := parse(fs, args, "apply [--admin ADDR] [--client envoy|grpc|none] [--force] [--wait [--wait-timeout 60s]] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
@@ -203,6 +214,12 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	}
 	if *file == "" {
 		return usagef("-f FILE|DIR|- is required")
+	}
+	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
+		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
+	}
+	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
+		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
 	}
 	if _, err := checker(*client); err != nil {
 		return err
@@ -223,14 +240,14 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() { pw.CloseWithError(writeParts(mw, files, *file)) }()
-	req, err := http.NewRequest(http.MethodPost, adminURL(*addr, "/v1/apply?"+q.Encode()), pr)
+	req, err := ac.request(http.MethodPost, "/v1/apply?"+q.Encode(), pr)
 	if err != nil {
 		pr.Close()
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var res admin.ApplyResult
-	if err := call(uploadClient, req, &res); err != nil {
+	if err := ac.do(uploadClient, req, &res); err != nil {
 		pr.CloseWithError(err) // stops the writer if the server answered early
 		return err
 	}
@@ -238,7 +255,14 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, f.Error())
 	}
 	printResult(stdout, res)
-	return nil
+	if !*wait {
+		return nil
+	}
+	if len(res.Changed)+len(res.Deleted) == 0 {
+		fmt.Fprintln(stdout, "nothing changed: no rollout to wait for")
+		return nil
+	}
+	return waitRollout(ac, res.Revision, *waitTimeout, stdout)
 }
 
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
@@ -311,7 +335,7 @@ func printResult(w io.Writer, res admin.ApplyResult) {
 
 func runDelete(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server")
+	ac := adminFlags(fs, "admin API of the server")
 	cons := fs.String("constraints", "", "delete only the variant with these constraints (text syntax)")
 	force := fs.Bool("force", false, "delete even a resource that a file of the server's --watch directory defines")
 	pos, err := parse(fs, args, "delete [--admin ADDR] [--force] TYPE NAME [--constraints EXPR]", stdout)
@@ -341,12 +365,12 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 	if *force {
 		q.Set("force", "true")
 	}
-	req, err := http.NewRequest(http.MethodDelete, adminURL(*addr, "/v1/resources?"+q.Encode()), nil)
+	req, err := ac.request(http.MethodDelete, "/v1/resources?"+q.Encode(), nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	var res admin.ApplyResult
-	if err := call(httpClient, req, &res); err != nil {
+	if err := ac.do(httpClient, req, &res); err != nil {
 		return err
 	}
 	printResult(stdout, res)

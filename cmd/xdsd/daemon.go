@@ -40,6 +40,7 @@ type daemonFlags struct {
 	maxApplies                              int
 	maxApplyBytes                           int64
 	adminReadTimeout                        time.Duration
+	securityFlags                           // security.go
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
@@ -57,6 +58,7 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.DurationVar(&f.adminReadTimeout, "admin-read-timeout", defaultAdminReadTimeout, "time to read a whole admin request, body included (positive)")
 	fs.IntVar(&f.maxApplies, "max-concurrent-applies", 2, "applies and deletes processed at once; more are answered 429 with Retry-After (at least 1)")
 	fs.Int64Var(&f.maxApplyBytes, "max-apply-bytes-in-flight", 512<<20, "bytes of apply bodies being read or applied at once; more are answered 429 (at least 1)")
+	f.registerSecurity(fs)
 }
 
 // check rejects limits that would refuse every stream or be silently
@@ -110,7 +112,11 @@ func (f daemonFlags) applyLimits() admin.Limits {
 }
 
 func (f daemonFlags) protocolOptions() protocol.Options {
-	return protocol.Options{MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst}
+	o := protocol.Options{MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst}
+	if f.guard != nil {
+		o.Guard = f.guard
+	}
+	return o
 }
 
 // newRegistry is a daemon's metrics registry, with the Go and process
@@ -147,14 +153,17 @@ func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server
 			lis.Close()
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
-		d.alis = newLimitListener(alis, f.adminMaxConns, "admin", reg)
+		d.alis = f.adminListener(newLimitListener(alis, f.adminMaxConns, "admin", reg))
 		// Slow or idle admin clients cannot hold connections for long.
 		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout: f.adminReadTimeout, IdleTimeout: 2 * time.Minute}
 	}
-	d.g = grpc.NewServer(protocol.ServerCodec(), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
+	// protocol.ServerOptions: xdsd's codec, one goroutine per idle stream,
+	// a write buffer shared by idle connections (memory per stream,
+	// BENCHMARKS.md (e)).
+	d.g = grpc.NewServer(append(append(f.grpcCreds(), protocol.ServerOptions()...), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))...)
 	register(d.g)
 	// Standard tools find the daemon: grpc.health.v1 (NOT_SERVING until
 	// the role says it is ready) and server reflection (grpcurl lists and

@@ -41,6 +41,7 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"get", "--server", "127.0.0.1:1", "--bootstrap", "b.json", "cds", "a"}, "give at most one of --server ADDR and --bootstrap FILE"},
 		{[]string{"watch", "--server", "127.0.0.1:1", "--bootstrap", "b.json", "cds", "a"}, "give at most one of --server ADDR and --bootstrap FILE"},
 		{[]string{"relay", "--upstream", "127.0.0.1:1", "--bootstrap", "b.json"}, "give exactly one of --upstream ADDR and --bootstrap FILE"},
+		{[]string{"relay", "--upstream", "127.0.0.1:1", "--cache-linger", "-1s"}, "--cache-linger -1s: want a duration of 0 or more"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := runCmd(t, tc.args...)

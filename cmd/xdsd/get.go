@@ -44,19 +44,23 @@ type getFlags struct {
 	serverSet                         bool
 	delta                             bool
 	deltaSet                          bool
+	follow                            bool
 	params                            paramFlags
+	computed                          paramFlags // xds.resource.* attributes added to the names
 	timeout                           time.Duration
 }
 
 func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	f := &getFlags{cmd: cmd, params: paramFlags{}}
+	f := &getFlags{cmd: cmd, params: paramFlags{}, computed: paramFlags{}}
 	fs.StringVar(&f.server, "server", "127.0.0.1:18000", "xDS server address (not with --bootstrap)")
 	fs.StringVar(&f.bootstrap, "bootstrap", "", "gRPC xDS bootstrap file (federation, dynamic parameters, several servers); "+
 		"without it and --server, the bootstrap named by $GRPC_XDS_BOOTSTRAP, or given in $GRPC_XDS_BOOTSTRAP_CONFIG, is used when set")
 	fs.BoolVar(&f.delta, "delta", false, "use delta xDS, or (--delta=false) SotW; default SotW, or with a bootstrap each server's \"transport\" "+
 		"(on-demand VHDS and glob collections always use delta)")
 	fs.Var(f.params, "param", "a TP2 dynamic parameter key=value (repeatable): the variant a client with these parameters gets")
+	fs.Var(f.computed, "computed", "a computed attribute key=value (repeatable), added to each xdstp:// name as the context parameter "+
+		"xds.resource.key=value, as a client does for an on-demand listener by VIP (TP1)")
 	fs.StringVar(&f.nodeID, "node-id", "", "node id to present (default: the bootstrap's, else xdsd-"+cmd+")")
 	fs.StringVar(&f.output, "o", "yaml", "output format: yaml or json")
 	timeoutHelp := "how long to wait for an answer, a positive duration: a name the server has not answered by then is printed " +
@@ -66,6 +70,12 @@ func getFlagSet(cmd string) (*flag.FlagSet, *getFlags) {
 			"while the server cannot be reached, watch says so on stderr every few seconds and keeps retrying"
 	}
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, timeoutHelp)
+	followHelp := "follow references as a client does (listener → routes → clusters → endpoints, secrets, " +
+		"extension configs, across authorities) and print the whole chain as one document; a dangling reference fails get"
+	if cmd == "watch" {
+		followHelp = "follow references as a client does, and print the whole chain as one document at start and whenever any part of it changes"
+	}
+	fs.BoolVar(&f.follow, "follow", false, followHelp)
 	return fs, f
 }
 
@@ -387,6 +397,9 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.follow {
+		return runFollow(f, typ, names, stdout, stderr)
+	}
 	// No does-not-exist timer: a name the server has not answered when
 	// --timeout passes is reported as unanswered, not as absent (which
 	// only the server's word makes it).
@@ -428,7 +441,7 @@ func runGet(args []string, stdout, stderr io.Writer) error {
 	for _, n := range names {
 		multi := n == db.Wildcard || db.IsGlob(n)
 		st := states[n]
-		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
+		cancel, err := f.watchName(ctx, c, typ.URL, n, func(e client.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			if frozen {
@@ -557,6 +570,15 @@ wait:
 	return nil
 }
 
+// watchName watches a name given on the command line, with the
+// --computed attributes when there are any.
+func (f *getFlags) watchName(ctx context.Context, c *client.Client, typeURL, n string, h client.Handler) (client.CancelFunc, error) {
+	if len(f.computed) > 0 {
+		return c.WatchComputed(ctx, typeURL, n, f.computed, h)
+	}
+	return c.Watch(ctx, typeURL, n, h)
+}
+
 // fastFail is how long get gives a server that fails every connection
 // before reporting it, rather than waiting for --timeout.
 const fastFail = 1500 * time.Millisecond
@@ -590,6 +612,10 @@ func notReached(c *client.Client, n string, timeout time.Duration) string {
 	if len(u.Servers) == 1 {
 		why = strings.TrimPrefix(why, u.Servers[0]+": ")
 	}
+	if strings.Contains(why, "PermissionDenied") || strings.Contains(why, "Unauthenticated") {
+		// Reached, and refused: its policy, or a certificate it did not take.
+		return fmt.Sprintf("%s refused the stream: %s", servers, why)
+	}
 	return fmt.Sprintf("cannot reach %s: %s", servers, why)
 }
 
@@ -602,6 +628,9 @@ func runWatch(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.follow {
+		return watchFollow(ctx, f, typ, names, stdout, stderr)
+	}
 	return watch(ctx, f, typ, names, stdout, stderr)
 }
 
@@ -616,7 +645,7 @@ func watch(ctx context.Context, f *getFlags, typ *resource.Type, names []string,
 	var mu sync.Mutex
 	shown := map[string]*resource.Variant{} // what was last printed as updated, by name
 	for _, n := range names {
-		cancel, err := c.Watch(ctx, typ.URL, n, func(e client.Event) {
+		cancel, err := f.watchName(ctx, c, typ.URL, n, func(e client.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			// A SotW response carries every resource of a type: print

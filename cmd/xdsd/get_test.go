@@ -348,3 +348,10 @@ func TestGetUnreachableFailsFast(t *testing.T) {
 		t.Fatal("get on a refused server is still waiting (it has --timeout 1h)")
 	}
 }
+
+// String returns what was written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

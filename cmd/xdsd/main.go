@@ -34,6 +34,11 @@ func commands() []command {
 		{"get", "print what a client with given parameters gets from a server", runGet},
 		{"watch", "print every update a client with given parameters gets, until interrupted", runWatch},
 		{"status", "for each connected client, what it ACKed or NACKed, per type, with a summary", runStatus},
+		{"history", "the revisions of the store, newest first: when, who, what changed", runHistory},
+		{"diff", "what changed between two revisions, variant by variant, as a diff of the YAML", runDiff},
+		{"rollback", "restore the state of an earlier revision, as a new revision", runRollback},
+		{"backup", "write a consistent, verified copy of a running server's store to a file", runBackup},
+		{"restore", "replace a stopped server's store with a backup (offline)", runRestore},
 		{"version", "print the version and VCS revision xdsd was built from", runVersion},
 	}
 }
@@ -73,9 +78,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(args[1:], stdout, stderr)
 		var ue usageError
+		var ee exitError
 		switch {
 		case err == nil:
 			return 0
+		case errors.As(err, &ee):
+			fmt.Fprintf(stderr, "xdsd %s: %v\n", c.name, err)
+			return ee.code
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.As(err, &ue):

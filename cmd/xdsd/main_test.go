@@ -48,19 +48,35 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 	f := serveFlags{daemonFlags: daemonFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", logLevel: "error",
 		maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000},
 		storeSpec: "bolt:" + filepath.Join(t.TempDir(), "xdsd.db"), watchInterval: 50 * time.Millisecond,
-		maxBatchBytes: admin.DefaultMaxBatchBytes}
+		maxBatchBytes: admin.DefaultMaxBatchBytes, history: 1000}
 	for i := 0; i+1 < len(extra); i += 2 {
 		switch extra[i] {
 		case "--watch":
 			f.watchDir = extra[i+1]
 		case "--store":
 			f.storeSpec = extra[i+1]
+		case "--history":
+			n, err := strconv.Atoi(extra[i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.history = n
 		case "--max-batch-bytes":
 			n, err := strconv.ParseInt(extra[i+1], 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.maxBatchBytes = n
+		case "--tls-cert":
+			f.tlsCert = extra[i+1]
+		case "--tls-key":
+			f.tlsKey = extra[i+1]
+		case "--client-ca":
+			f.clientCA = extra[i+1]
+		case "--policy":
+			f.policyFile = extra[i+1]
+		case "--admin-token-file":
+			f.tokenFile = extra[i+1]
 		default:
 			t.Fatalf("startServe: unknown flag %s", extra[i])
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
@@ -19,6 +20,7 @@ import (
 type relayFlags struct {
 	daemonFlags
 	upstream, bootstrap, transport, nodeID string
+	cacheLinger                            time.Duration
 }
 
 func runRelay(args []string, stdout, stderr io.Writer) error {
@@ -28,6 +30,7 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.bootstrap, "bootstrap", "", "gRPC xDS bootstrap file naming the upstreams (federation: each authority's servers)")
 	fs.StringVar(&f.transport, "upstream-transport", "delta", "delta or sotw, with --upstream")
 	fs.StringVar(&f.nodeID, "node-id", "xdsd-relay", "node id the relay presents upstream (with --upstream)")
+	fs.DurationVar(&f.cacheLinger, "cache-linger", 5*time.Minute, "keep an upstream subscription, and its cache entry fresh, this long after its last downstream left (0: none)")
 	f.register(fs, "127.0.0.1:18100", "127.0.0.1:18101")
 	pos, err := parse(fs, args, "relay --upstream ADDR | --bootstrap FILE [flags]", stdout)
 	if err != nil {
@@ -41,6 +44,9 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	}
 	if (f.upstream == "") == (f.bootstrap == "") {
 		return usagef("give exactly one of --upstream ADDR and --bootstrap FILE")
+	}
+	if f.cacheLinger < 0 {
+		return usagef("--cache-linger %s: want a duration of 0 or more", f.cacheLinger)
 	}
 	if f.transport != "delta" && f.transport != "sotw" {
 		return usagef("--upstream-transport %q: want delta or sotw", f.transport)
@@ -68,6 +74,9 @@ func relayBootstrap(f relayFlags) (*client.Bootstrap, error) {
 // serveRelay runs a relay until ctx ends; ready, if set, gets the bound
 // addresses.
 func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(xds, admin string)) error {
+	if err := f.load(f.adminAddr, log); err != nil {
+		return err
+	}
 	b, err := relayBootstrap(f)
 	if err != nil {
 		return err
@@ -79,12 +88,16 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 		return err
 	}
 	reg := newRegistry()
-	r, err := relay.New(b, relay.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst})
+	ro := relay.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
+	if f.guard != nil {
+		ro = rolehook.RelayGuard(ro, f.guard).(relay.Options)
+	}
+	r, err := relay.New(b, ro)
 	if err != nil {
 		return err
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(admin.Options{
-		Resources: r.Resources, Gatherer: reg, Logger: log,
+		Resources: r.Resources, Gatherer: reg, Logger: log, Tokens: f.tokens,
 		Clients:  func() any { return rolehook.RelayClients(r) },
 		Upstream: func() any { return r.Upstreams() },
 	}))

@@ -18,9 +18,12 @@ import (
 
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/origin"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/resource"
 )
 
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
@@ -38,21 +41,37 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want text or json", format)
 }
 
-// openStore opens a --store value: bolt:PATH or mem:.
-func openStore(spec string) (store.Store, error) {
+// openStore opens a --store value: bolt:PATH, mem: or
+// etcd://HOST:PORT[,HOST:PORT...][/PREFIX], keeping history revisions of
+// history.
+func openStore(ctx context.Context, spec string, history int, log *slog.Logger) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "bolt":
 		if arg == "" {
 			return nil, usagef("--store bolt: needs a path, e.g. bolt:./xdsd.db")
 		}
-		return bolt.Open(arg, bolt.Options{})
+		return bolt.Open(arg, bolt.Options{History: history})
 	case "mem":
-		return mem.New(), nil
+		return mem.NewWithHistory(history), nil
 	case "etcd":
-		return nil, usagef("--store %s: the etcd backend is not built yet; use bolt:PATH or mem:", spec)
+		o, err := etcd.ParseURL(spec)
+		if err != nil {
+			return nil, usagef("--store %v", err)
+		}
+		o.Logger, o.History = log, history
+		return etcd.Open(ctx, o)
 	}
-	return nil, usagef("--store %q: want bolt:PATH or mem:", spec)
+	return nil, usagef("--store %q: want bolt:PATH, mem: or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", spec)
+}
+
+// exporter backs up a store that cannot copy itself (etcd) as a bolt
+// file; a mem: store holds nothing worth backing up.
+func exporter(st store.Store) func(ctx context.Context, w io.Writer) (int64, error) {
+	if _, ok := st.(*mem.Store); ok {
+		return nil
+	}
+	return func(ctx context.Context, w io.Writer) (int64, error) { return bolt.Export(ctx, st, w) }
 }
 
 type serveFlags struct {
@@ -60,15 +79,17 @@ type serveFlags struct {
 	storeSpec, watchDir string
 	watchInterval       time.Duration
 	maxBatchBytes       int64
+	history             int
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")
-	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable) or mem: (nothing survives)")
+	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable), mem: (nothing survives) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (shared by replicas)")
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
+	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
 	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
@@ -82,6 +103,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.watchInterval <= 0 {
 		return usagef("--watch-interval %v: want a positive duration", f.watchInterval)
+	}
+	if f.history < 1 || f.history > 10_000_000 {
+		return usagef("--history %d: want 1 to 10000000 revisions", f.history)
 	}
 	if f.maxBatchBytes <= 0 {
 		return usagef("--max-batch-bytes %d: want a positive number of bytes", f.maxBatchBytes)
@@ -102,7 +126,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 // The listeners are bound before --watch touches the store, so that a
 // server that cannot start leaves the store as it found it.
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, admin string)) error {
-	st, err := openStore(f.storeSpec)
+	if err := f.load(f.adminAddr, log); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, f.storeSpec, f.history, log)
 	if err != nil {
 		return err
 	}
@@ -112,9 +139,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: wh.degraded, Owner: watchOwner(st, f.watchDir),
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owner: watchOwner(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
+		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
+		Export:        exporter(st),
+		Rollout: func(rev int64, changes []store.Change) rollout.Report {
+			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {
+				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})
+				return vs
+			})
+		},
 	}))
 	if err != nil {
 		return err
@@ -164,6 +199,24 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	<-watched // no sync may run into the closed store
 	d.stop(srv.Close)
 	return err
+}
+
+// degraded joins the watched directory's trouble with the store's: an
+// etcd store that cannot reach etcd keeps serving what it holds, and
+// /readyz says so.
+func degraded(st store.Store, wh *watchHealth) func() string {
+	return func() string {
+		var why []string
+		if u, ok := st.(interface{ Unreachable() string }); ok {
+			if r := u.Unreachable(); r != "" {
+				why = append(why, r)
+			}
+		}
+		if d := wh.degraded(); d != "" {
+			why = append(why, d)
+		}
+		return strings.Join(why, "; ")
+	}
 }
 
 // closeUnstarted releases the listeners of a daemon that never started.

@@ -70,7 +70,7 @@ type ClientType struct {
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	addr := fs.String("admin", "127.0.0.1:18001", "admin API address of the server or relay")
+	ac := adminFlags(fs, "admin API of the server or relay")
 	rev := fs.Int64("revision", 0, "count a client as synced only once it ACKed this revision or a later one")
 	output := fs.String("o", "text", "output format: text, yaml or json")
 	pos, err := parse(fs, args, "status [--admin ADDR] [--revision N] [-o text|yaml|json]", stdout)
@@ -83,12 +83,12 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if *output != "text" && *output != "yaml" && *output != "json" {
 		return usagef("-o %q: want text, yaml or json", *output)
 	}
-	req, err := http.NewRequest(http.MethodGet, adminURL(*addr, "/v1/clients"), nil)
+	req, err := ac.request(http.MethodGet, "/v1/clients", nil)
 	if err != nil {
-		return usagef("--admin %q: %v", *addr, err)
+		return err
 	}
 	var clients []clientStatus
-	if err := call(httpClient, req, &clients); err != nil {
+	if err := ac.do(httpClient, req, &clients); err != nil {
 		return err
 	}
 	rep := buildStatus(clients, *rev)

@@ -39,7 +39,7 @@ func TestRegistryServesGRPCClient(t *testing.T) {
 		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, "greeter.yaml")); err != nil {
+		if err := os.Rename(tmp, filepath.Join(dir, "greeter.service")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,9 +3,9 @@
 // proxyless gRPC clients and Envoy, through xdsd's embedding API (package
 // server) and nothing else of xdsd.
 //
-//	go run ./examples/embed -dir services -addr 127.0.0.1:18000
+//	go run ./examples/embed -dir examples/embed/services -addr 127.0.0.1:18000
 //
-// A service file (services/greeter.yaml) says where a service runs:
+// A service file says where a service runs:
 //
 //	name: greeter
 //	port: 50051
@@ -32,7 +32,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "services", "directory of service files (*.yaml)")
+	dir := flag.String("dir", "services", "directory of service files (*.service, YAML)")
 	addr := flag.String("addr", "127.0.0.1:18000", "xDS address")
 	poll := flag.Duration("poll", time.Second, "how often to read the directory")
 	flag.Parse()

@@ -33,11 +33,11 @@ type Service struct {
 // server calls Resources to learn the whole state.
 type Registry struct{ Dir string }
 
-// Resources reads every *.yaml file of the directory and returns the xDS
+// Resources reads every *.service file (YAML) of the directory and returns the xDS
 // resources of its services. A file that cannot be read or parsed fails
 // the whole read, so a half-written file never removes a service.
 func (r Registry) Resources(context.Context) ([]*resource.Variant, error) {
-	files, err := filepath.Glob(filepath.Join(r.Dir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(r.Dir, "*.service"))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/nack"
+	"github.com/xdsd/xdsd/internal/redact"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -59,9 +61,22 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger logs applies and deletes.
 	Logger *slog.Logger
+	// Identity, when set, names the writer of a request for the audit
+	// record of what it changes (an admin token's name, a client
+	// certificate's identity), or "".
+	Identity func(*http.Request) string
+	// Rollout reports which clients the changes of revision rev concern,
+	// and what each answered: GET /v1/rollout (xdsd apply --wait).
+	Rollout func(rev int64, changes []store.Change) rollout.Report
+	// Export writes a backup of a store that cannot copy itself (etcd) as
+	// a bolt store file: GET /v1/backup.
+	Export func(ctx context.Context, w io.Writer) (rev int64, err error)
 	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
 	// zero): xdsd serve --max-batch-bytes.
 	MaxBatchBytes int64
+	// Tokens, when set, are the credentials the API asks for (auth.go);
+	// nil leaves it open to whoever reaches the port.
+	Tokens *Tokens
 }
 
 // DefaultMaxBatchBytes is the largest apply body taken by default: twice
@@ -70,6 +85,10 @@ const DefaultMaxBatchBytes = 256 << 20
 
 // Handler returns the admin HTTP handler.
 func Handler(o Options) http.Handler {
+	if o.Identity == nil {
+		// Who the credentials checked by protect say made the request.
+		o.Identity = func(r *http.Request) string { return Who(r.Context()) }
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -87,6 +106,15 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/apply", gate.admit(a.apply))
 	mux.HandleFunc("DELETE /v1/resources", gate.admit(a.delete))
 	mux.HandleFunc("GET /v1/clients", a.clients)
+	mux.HandleFunc("GET /v1/history", a.history)
+	// The audit trail (who, from where, when, which revision, what
+	// changed) is the history's records, under the name security reviews
+	// look for.
+	mux.HandleFunc("GET /v1/audit", a.history)
+	mux.HandleFunc("GET /v1/diff", a.diff)
+	mux.HandleFunc("GET /v1/rollout", a.rollout)
+	mux.HandleFunc("GET /v1/backup", a.backup)
+	mux.HandleFunc("POST /v1/rollback", gate.admit(a.rollback))
 	// Go's profiler, for an operator chasing CPU or memory.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -100,7 +128,7 @@ func Handler(o Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, a.o.Upstream())
 	})
-	return mux
+	return protect(o, mux)
 }
 
 type api struct {
@@ -236,7 +264,9 @@ func Render(v *resource.Variant) Resource {
 		r.Error = err.Error()
 		return r
 	}
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	// Secrets (udpa.annotations.sensitive fields) show as digests in
+	// every output built from here: /v1/resources, diffs, xdsd get.
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(redact.Message(m))
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -379,7 +409,11 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err)
 		return
 	}
+	if !a.guard(w, r, b.batch) {
+		return
+	}
 	docs, findings := len(b.batch.Puts), b.findings
+	b.batch.Audit = a.audit(r, "apply")
 	res, err := a.o.Store.Apply(r.Context(), b.batch)
 	b = nil // a large batch is the store's (and the server's) now
 	if err != nil {
@@ -391,13 +425,33 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err)
 		return
 	}
-	a.o.Logger.Info("applied", "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings))
+	a.o.Logger.Info("applied", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings))
 	a.waitServed(r.Context(), res.Rev)
 	out := result(res)
 	for _, f := range findings {
 		out.Findings = append(out.Findings, findingError(f))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// guard refuses (409) a batch that would strand connected clients, unless
+// forced; it reports whether the batch may go ahead.
+func (a *api) guard(w http.ResponseWriter, r *http.Request, b store.Batch) bool {
+	err := a.stranded(r.Context(), b)
+	if err == nil {
+		return true
+	}
+	var se *StrandedError
+	if !errors.As(err, &se) {
+		writeError(w, http.StatusInternalServerError, err)
+		return false
+	}
+	if r.URL.Query().Get("force") == "true" {
+		a.o.Logger.Warn("forced past the guard: clients left without a variant", "clients", len(se.Clients)+se.More)
+		return true
+	}
+	writeError(w, http.StatusConflict, err)
+	return false
 }
 
 // servedWait bounds how long an apply waits for its revision to be served;
@@ -446,7 +500,11 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
 	}
-	res, err := a.o.Store.Apply(r.Context(), store.Batch{Deletes: []store.Delete{d}})
+	batch := store.Batch{Deletes: []store.Delete{d}, Audit: a.audit(r, "delete")}
+	if !a.guard(w, r, batch) {
+		return
+	}
+	res, err := a.o.Store.Apply(r.Context(), batch)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
@@ -455,7 +513,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such resource: %s", keyString(resource.Key{Type: d.Type, Name: d.Name, Constraints: d.Constraints})))
 		return
 	}
-	a.o.Logger.Info("deleted", "revision", res.Rev, "variants", len(res.Deletes))
+	a.o.Logger.Info("deleted", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "variants", len(res.Deletes))
 	a.waitServed(r.Context(), res.Rev)
 	writeJSON(w, http.StatusOK, result(res))
 }

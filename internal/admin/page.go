@@ -3,11 +3,14 @@ package admin
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/rollout"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -20,6 +23,7 @@ import (
 // client.Upstream), by their JSON form, so admin depends on neither.
 type pageClient struct {
 	NodeID    string            `json:"node_id"`
+	Identity  string            `json:"identity"`
 	Address   string            `json:"address"`
 	Kind      string            `json:"kind"`
 	Connected time.Time         `json:"connected"`
@@ -60,11 +64,36 @@ type pageUpstream struct {
 	NACKs         int64    `json:"nacks"`
 }
 
+// pageResource is one variant with the clients that hold it.
+type pageResource struct {
+	Resource
+	HeldBy []string
+}
+
+// pageRevision is one recent revision: what changed, who made it, its
+// rollout, and the diff of what changed (bounded).
+type pageRevision struct {
+	store.Revision
+	Shown   []store.Change
+	Rollout *rollout.Report
+	Diffs   []DiffEntry
+	More    int // changes not diffed
+}
+
+// Page bounds: the revisions shown, and the changes listed and diffed in
+// each.
+const (
+	pageRevisions = 10
+	pageChanges   = 20
+)
+
 type pageData struct {
 	Role      string
 	Ready     bool
 	Revision  int64
-	Resources []Resource
+	Resources []pageResource
+	Revisions []pageRevision
+	Oldest    int64
 	Clients   []pageClient
 	Upstreams []pageUpstream
 	HasStore  bool
@@ -93,15 +122,25 @@ func (a *api) page(w http.ResponseWriter, r *http.Request) {
 			d.Errors = append(d.Errors, "resources: "+rec.body.String())
 		}
 		d.Revision = rev
+		rs := make([]Resource, 0, len(vs))
 		for _, v := range vs {
-			d.Resources = append(d.Resources, Resource{Type: v.Type.Name, Name: v.Name, Constraints: v.Constraints.String(),
+			rs = append(rs, Resource{Type: v.Type.Name, Name: v.Name, Constraints: v.Constraints.String(),
 				Version: v.Version, PayloadType: payloadType(v)})
 		}
-		sortResources(d.Resources)
+		sortResources(rs)
+		for _, r := range rs {
+			d.Resources = append(d.Resources, pageResource{Resource: r})
+		}
 	}
 	if a.o.Clients != nil {
 		if err := asJSON(a.o.Clients(), &d.Clients); err != nil {
 			d.Errors = append(d.Errors, "clients: "+err.Error())
+		}
+	}
+	d.heldBy()
+	if a.o.Store != nil {
+		if err := a.pageRevisions(r, &d); err != nil {
+			d.Errors = append(d.Errors, "history: "+err.Error())
 		}
 	}
 	if a.o.Upstream != nil {
@@ -116,6 +155,75 @@ func (a *api) page(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Write(b.Bytes())
+}
+
+// heldBy fills in, for each resource variant, the clients that hold it.
+func (d *pageData) heldBy() {
+	type key struct{ typ, name, cons string }
+	at := map[key]int{}
+	for i, r := range d.Resources {
+		at[key{r.Type, r.Name, r.Constraints}] = i
+	}
+	for _, c := range d.Clients {
+		node := c.NodeID
+		if node == "" {
+			node = c.Address
+		}
+		for _, t := range c.Types {
+			// Over SotW a stream is known to have been sent its variants;
+			// when it rejected the last response, say so.
+			nacked := ""
+			if t.LastNack != nil && t.LastNack.Version == t.SentVersion {
+				nacked = " (NACKed)"
+			}
+			for _, h := range t.Held {
+				if i, ok := at[key{t.Type, h.Name, h.Constraints}]; ok && !h.Absent {
+					d.Resources[i].HeldBy = append(d.Resources[i].HeldBy, node+" @"+h.Version+nacked)
+				}
+			}
+		}
+	}
+}
+
+// pageRevisions fills in the last revisions, each with its rollout and
+// the diff of (the first pageChanges of) its changes.
+func (a *api) pageRevisions(r *http.Request, d *pageData) error {
+	l, err := a.o.Store.Revisions(r.Context(), store.HistoryQuery{Limit: pageRevisions})
+	if err != nil {
+		return err
+	}
+	d.Oldest = l.Oldest
+	for _, rev := range l.Revisions {
+		pr := pageRevision{Revision: rev, Shown: rev.Changes}
+		if len(pr.Shown) > pageChanges {
+			pr.Shown, pr.More = pr.Shown[:pageChanges], len(rev.Changes)-pageChanges
+		}
+		if a.o.Rollout != nil {
+			rep := a.o.Rollout(rev.Rev, rev.Changes)
+			pr.Rollout = &rep
+		}
+		if rev.Rev-1 >= l.Oldest {
+			seen := map[store.Filter]bool{}
+			for _, c := range pr.Shown {
+				f := store.Filter{Type: c.Key.Type, Name: c.Key.Name}
+				if seen[f] {
+					continue
+				}
+				seen[f] = true
+				before, err := a.o.Store.StateAt(r.Context(), rev.Rev-1, f)
+				if err != nil {
+					return err
+				}
+				after, err := a.o.Store.StateAt(r.Context(), rev.Rev, f)
+				if err != nil {
+					return err
+				}
+				pr.Diffs = append(pr.Diffs, DiffStates(before, after, fmt.Sprint("revision ", rev.Rev-1), fmt.Sprint("revision ", rev.Rev))...)
+			}
+		}
+		d.Revisions = append(d.Revisions, pr)
+	}
+	return nil
 }
 
 func payloadType(v *resource.Variant) string {
@@ -161,6 +269,7 @@ code,.wrap{overflow-wrap:anywhere;word-break:break-word}
 td{max-width:28em}
 .banner{background:#fdd;border:1px solid #b00;padding:.5em 1em}
 .muted{color:#777}
+pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere;max-width:60em}
 </style></head>
 <body>
 <h1>xdsd {{.Role}}</h1>
@@ -178,15 +287,25 @@ td{max-width:28em}
 {{end}}
 <h2>Clients ({{len .Clients}})</h2>
 {{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>holds (variant, version)</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
-{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
+{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{if $c.Identity}}<br><span class="muted">{{$c.Identity}}</span>{{end}}{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
 <td>{{$t.Type}}</td><td>{{range $t.Subscriptions}}<code>{{if .Name}}{{.Name}}{{else}}(wildcard){{end}}</code>{{range $k, $v := .Params}} <span class="muted">{{$k}}={{$v}}</span>{{end}}<br>{{end}}</td>
 <td>{{range $t.Held}}<code>{{.Name}}</code>{{if .Absent}} <span class="muted">does not exist</span>{{else}}{{if .Constraints}} <span class="muted">[{{.Constraints}}]</span>{{end}} @{{.Version}}{{end}}<br>{{end}}</td>
 <td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td class="wrap">{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: rejected version {{$t.LastNack.Version}}{{if $t.LastNack.LastGood}} (holds {{$t.LastNack.LastGood}}){{end}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
 {{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="6" class="muted">no request yet</td></tr>
 {{end}}{{end}}</table>{{else}}<p class="muted">no client connected</p>{{end}}
 <h2>Resources ({{len .Resources}})</h2>
-{{if .Resources}}<table><tr><th>type</th><th>name</th><th>constraints</th><th>version</th></tr>
-{{range .Resources}}<tr><td>{{.Type}}</td><td><a href="{{resourceURL .Type .Name}}"><code>{{.Name}}</code></a>{{if .PayloadType}} <span class="muted">→ {{.PayloadType}}</span>{{end}}</td><td><code>{{.Constraints}}</code></td><td>{{.Version}}</td></tr>
+{{if .Resources}}<table id="resources"><tr><th>type</th><th>name</th><th>constraints</th><th>version</th><th>held by</th></tr>
+{{range .Resources}}<tr><td>{{.Type}}</td><td><a href="{{resourceURL .Type .Name}}"><code>{{.Name}}</code></a>{{if .PayloadType}} <span class="muted">→ {{.PayloadType}}</span>{{end}}</td><td><code>{{.Constraints}}</code></td><td>{{.Version}}</td>
+<td class="holders">{{range .HeldBy}}<code>{{.}}</code><br>{{else}}<span class="muted">no client</span>{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">none</p>{{end}}
+{{if .HasStore}}<h2>Recent revisions</h2>
+{{if .Revisions}}<table id="revisions"><tr><th>revision</th><th>when, who</th><th>changes</th><th>rollout</th></tr>
+{{range .Revisions}}<tr class="revision"><td>{{.Rev}}</td><td>{{.Time.Format "2006-01-02 15:04:05Z07:00"}}<br><span class="muted">{{if .Audit.Who}}{{.Audit.Who}}{{else}}(anonymous){{end}}{{if .Audit.From}} from {{.Audit.From}}{{end}}{{if .Audit.Via}} via {{.Audit.Via}}{{end}}</span></td>
+<td>{{range .Shown}}{{.Op}} <code>{{.Key.Name}}</code>{{if .Key.Constraints}} <span class="muted">[{{.Key.Constraints}}]</span>{{end}}<br>{{end}}{{if .More}}<span class="muted">… and {{.More}} more</span>{{end}}
+{{if .Diffs}}<details><summary>diff</summary>{{range .Diffs}}<pre class="diff">{{.Diff}}</pre>{{end}}</details>{{end}}</td>
+<td class="wrap">{{with .Rollout}}{{if or .Acked .Nacked .Pending}}{{.Acked}} ACKed, {{if .Nacked}}<span class="bad">{{.Nacked}} NACKed</span>{{else}}0 NACKed{{end}}, {{.Pending}} pending{{range .Entries}}{{if eq .State "nacked"}}<br><span class="bad"><code>{{.Node}}</code> rejected {{.Version}}: {{.Error}}</span>{{end}}{{end}}{{else}}<span class="muted">no client concerned</span>{{end}}{{end}}</td></tr>
+{{end}}</table>
+{{if gt .Oldest 0}}<p class="muted">history kept from revision {{.Oldest}} (serve --history)</p>{{end}}
+{{else}}<p class="muted">no revision yet</p>{{end}}{{end}}
 </body></html>
 `))

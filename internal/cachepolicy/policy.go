@@ -38,6 +38,16 @@ type Policy struct {
 	// Subscribed, when set, is told of every subscription to the cache and
 	// whether it could be answered from it at once (hit/miss metrics).
 	Subscribed func(s db.Sub, cached bool)
+	// Linger keeps an upstream subscription, and its cache entry fresh,
+	// this long after the last subscriber of its (type, name, parameters)
+	// has left: short-lived clients (jobs, CLIs) then find a warm cache,
+	// and one arriving while the upstream is down is still served. Zero:
+	// the upstream subscription ends with the last subscriber.
+	Linger time.Duration
+	// Lingering, when set, is told how many upstream subscriptions linger
+	// with no subscriber, as that changes, and whether a subscriber took
+	// one up again (revived). It runs on the client's state goroutine.
+	Lingering func(count int, revived bool)
 
 	// Downstream, in the protocol engine.
 

@@ -36,7 +36,9 @@ type Server struct {
 }
 
 // New returns a server of st. Call Run to follow the store, and Register to
-// serve on a gRPC server created with protocol.ServerCodec().
+// serve on a gRPC server created with protocol.ServerOptions() (at least
+// protocol.ServerCodec(); ServerOptions also keeps an idle stream to one
+// goroutine).
 func New(st store.Store, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -219,7 +219,7 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 	if err != nil {
 		return store.Result{}, false, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
 	}
-	var b store.Batch
+	b := store.Batch{Audit: store.Audit{Via: "watch " + w.Dir}}
 	now := map[resource.Key]string{} // → the file defining it
 	groups := map[[2]string]bool{}
 	for _, d := range docs {

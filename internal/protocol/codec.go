@@ -1,9 +1,12 @@
 package protocol
 
 import (
+	"context"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -30,6 +33,55 @@ type codec struct{ proto encoding.CodecV2 }
 // Encoded responses. The roles install it on the gRPC servers they create.
 func ServerCodec() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")})
+}
+
+// ServerOptions returns the gRPC server options xdsd's roles serve with:
+// ServerCodec; a stream context protocol can end (stop), so that an idle
+// stream costs one goroutine, not two; and a write buffer shared by the
+// connections and released while they are idle.
+//
+// Memory per idle stream (BENCHMARKS.md, scenario (e)) is mostly gRPC's:
+// the handler goroutine's stack and the transport's stream. A stream
+// handler returning ends the stream, so one goroutine per stream is the
+// floor; protocol's own sender exists only while a response is being sent.
+// gRPC returns each connection's 32 KiB write buffer to a pool after every
+// flush (its shared write buffer, on by default since grpc-go 1.66), which
+// matters most when each proxy has its own connection (one stream per
+// connection, as Envoy and gRPC clients do).
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{ServerCodec(), grpc.InTapHandle(tapStop)}
+}
+
+// stopper is a gRPC stream's context with its own cancel: tapStop makes it
+// the stream's context, the one gRPC's reads and flow-control waits watch,
+// so cancelling it ends them.
+type stopper struct {
+	context.Context
+	stop context.CancelFunc
+}
+
+type stopKey struct{}
+
+func (s *stopper) Value(k any) any {
+	if k == (stopKey{}) {
+		return s
+	}
+	return s.Context.Value(k)
+}
+
+// tapStop runs as gRPC reads a new stream's headers (grpc.InTapHandle): the
+// context it returns becomes the stream's.
+func tapStop(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	return &stopper{Context: ctx, stop: cancel}, nil
+}
+
+// streamStop returns what ends the stream of ctx, if ServerOptions made it.
+func streamStop(ctx context.Context) context.CancelFunc {
+	if s, ok := ctx.Value(stopKey{}).(*stopper); ok {
+		return s.stop
+	}
+	return nil
 }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {

@@ -13,7 +13,6 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -24,8 +23,8 @@ import (
 // dump, as Istio's control plane offers it.
 type csds struct{ s *Server }
 
-func (c csds) FetchClientStatus(_ context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
-	return c.s.clientStatus(req)
+func (c csds) FetchClientStatus(ctx context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
+	return c.s.clientStatus(req, c.s.csdsVisible(ctx))
 }
 
 // StreamClientStatus answers each request on the stream with the state
@@ -39,7 +38,7 @@ func (c csds) StreamClientStatus(ss statusv3.ClientStatusDiscoveryService_Stream
 		if err != nil {
 			return err
 		}
-		resp, err := c.s.clientStatus(req)
+		resp, err := c.s.clientStatus(req, c.s.csdsVisible(ss.Context()))
 		if err != nil {
 			return err
 		}
@@ -49,7 +48,9 @@ func (c csds) StreamClientStatus(ss statusv3.ClientStatusDiscoveryService_Stream
 	}
 }
 
-func (s *Server) clientStatus(req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
+// clientStatus answers a CSDS request; visible, if set, says which
+// resources the caller may learn of (guard.go).
+func (s *Server) clientStatus(req *statusv3.ClientStatusRequest, visible func(typeURL, name string) bool) (*statusv3.ClientStatusResponse, error) {
 	match, err := nodeMatcher(req.GetNodeMatchers())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -61,7 +62,11 @@ func (s *Server) clientStatus(req *statusv3.ClientStatusRequest) (*statusv3.Clie
 		}
 		cc := &statusv3.ClientConfig{Node: cl.Node}
 		for _, ts := range cl.Types {
-			cc.GenericXdsConfigs = append(cc.GenericXdsConfigs, genericConfigs(ts)...)
+			for _, g := range genericConfigs(ts) {
+				if visible == nil || visible(g.TypeUrl, g.Name) {
+					cc.GenericXdsConfigs = append(cc.GenericXdsConfigs, g)
+				}
+			}
 		}
 		out.Config = append(out.Config, cc)
 	}
@@ -82,7 +87,7 @@ func genericConfigs(ts TypeStatus) []*statusv3.ClientConfig_GenericXdsConfig {
 			g.LastUpdated = timestamppb.New(*ts.SentAt)
 		}
 		if h.Variant != nil {
-			g.XdsConfig = &anypb.Any{TypeUrl: h.Variant.PayloadURL, Value: h.Variant.Body()}
+			g.XdsConfig = csdsConfig(h.Variant)
 		}
 		switch {
 		case h.Absent:

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -24,7 +25,8 @@ type item struct {
 	tp2 bool
 	// wrap (SotW) sends the resource inside a discovery Resource.
 	wrap bool
-	// ttl (delta) sends the variant's TTL (docs/protocol.md §2.7).
+	// ttl sends the variant's TTL (docs/protocol.md §2.7); over SotW, in a
+	// wrapped resource.
 	ttl bool
 	// heartbeat (delta) sends only name, version and TTL: the client holds
 	// this version, and its TTL is renewed.
@@ -109,12 +111,16 @@ func (r *response) encode(ft *fragTable) []byte {
 		b = protowire.AppendString(b, r.version)
 		for _, it := range r.items {
 			b = protowire.AppendTag(b, sotwResources, protowire.BytesType)
+			if it.heartbeat {
+				b = protowire.AppendBytes(b, ft.of(it.v).wrappedBeat(it.tp2))
+				continue
+			}
 			if !it.wrap {
 				b = protowire.AppendBytes(b, it.v.Any())
 				continue
 			}
 			f := ft.of(it.v)
-			wh, rh, a := f.wrapped(it.tp2), f.header(it.tp2, false), it.v.Any()
+			wh, rh, a := f.wrapped(it.tp2, it.ttl), f.header(it.tp2, it.ttl), it.v.Any()
 			b = protowire.AppendVarint(b, uint64(len(wh)+len(rh)+len(a)))
 			b = append(append(append(b, wh...), rh...), a...)
 		}
@@ -195,6 +201,20 @@ type cached struct {
 	hash uint64
 	resp *response
 	body []byte
+	used time.Time
+}
+
+// cacheIdle is how long a shared encoding is kept unused: streams in step
+// share a body within a round, and a body nobody asked for since is most
+// likely one no stream will ask for again (a churning client's own name
+// set, an old revision), so memory follows what streams are doing rather
+// than filling up to the cache's bound.
+const cacheIdle = 10 * time.Second
+
+// cost is what an entry holds: its body and the response it was built
+// from.
+func (e *cached) cost() int {
+	return len(e.body) + 64*(len(e.resp.items)+len(e.resp.removed)+len(e.resp.removedNames))
 }
 
 // clear drops every cached encoding.
@@ -302,6 +322,7 @@ func (c *bodyCache) body(r *response) []byte {
 		e := el.Value.(*cached)
 		if sameResponse(e.resp, r) {
 			c.lru.MoveToFront(el)
+			e.used = time.Now()
 			c.mu.Unlock()
 			return e.body
 		}
@@ -314,17 +335,21 @@ func (c *bodyCache) body(r *response) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[h]; ok {
-		c.bytes -= len(el.Value.(*cached).body)
+		c.bytes -= el.Value.(*cached).cost()
 		c.lru.Remove(el)
 	}
-	c.entries[h] = c.lru.PushFront(&cached{hash: h, resp: r, body: body})
-	c.bytes += len(body)
-	for c.bytes > c.maxBytes {
-		el := c.lru.Back()
-		e := el.Value.(*cached)
+	now := time.Now()
+	e := &cached{hash: h, resp: r, body: body, used: now}
+	c.entries[h] = c.lru.PushFront(e)
+	c.bytes += e.cost()
+	for el := c.lru.Back(); el != nil; el = c.lru.Back() {
+		old := el.Value.(*cached)
+		if c.bytes <= c.maxBytes && now.Sub(old.used) < cacheIdle {
+			break
+		}
 		c.lru.Remove(el)
-		delete(c.entries, e.hash)
-		c.bytes -= len(e.body)
+		delete(c.entries, old.hash)
+		c.bytes -= old.cost()
 	}
 	return body
 }

@@ -17,19 +17,22 @@ import (
 // the envoy.service.discovery.v3.Resource header in each form, the Any
 // header that wraps a Resource for SotW clients taking wrapped resources
 // (docs/protocol.md §1.10), and the payload-less heartbeat Resource
-// (docs/protocol.md §2.7). The wire format is this package's business, so
+// (docs/protocol.md §2.7), bare or (SotW) in an Any. The wire format is this package's business, so
 // they are kept here, beside the resource model rather than in it.
 type fragments struct {
 	// hdr is the Resource up to and including the tag and length of its
 	// `resource` field, by form: bit 0 names the variant by resource_name
 	// with its constraints (TP2), bit 1 carries its TTL.
 	hdr [4][]byte
-	// wrapHdr is the google.protobuf.Any header holding hdr[form(tp2,
-	// false)] + payload: SotW carries no TTL.
-	wrapHdr [2][]byte
+	// wrapHdr is the google.protobuf.Any header holding hdr[form] +
+	// payload, by form: what a SotW client taking wrapped resources gets.
+	wrapHdr [4][]byte
 	// heartbeat is a Resource with name, version and TTL and no payload;
 	// nil for a variant without a TTL.
 	heartbeat [2][]byte
+	// wrappedBeat is heartbeat inside a google.protobuf.Any: a SotW
+	// heartbeat.
+	sotwBeat [2][]byte
 }
 
 // header returns the Resource header of the form asked: with tp2 the name
@@ -39,11 +42,15 @@ type fragments struct {
 // whole Resource.
 func (f *fragments) header(tp2, ttl bool) []byte { return f.hdr[form(tp2, ttl)] }
 
-// wrapped returns the header of the Any wrapping header(tp2, false) + Any().
-func (f *fragments) wrapped(tp2 bool) []byte { return f.wrapHdr[form(tp2, false)] }
+// wrapped returns the header of the Any wrapping header(tp2, ttl) + Any().
+func (f *fragments) wrapped(tp2, ttl bool) []byte { return f.wrapHdr[form(tp2, ttl)] }
 
 // beat returns the heartbeat Resource (nil without a TTL).
 func (f *fragments) beat(tp2 bool) []byte { return f.heartbeat[form(tp2, false)] }
+
+// wrappedBeat returns the heartbeat Resource inside an Any (nil without a
+// TTL).
+func (f *fragments) wrappedBeat(tp2 bool) []byte { return f.sotwBeat[form(tp2, false)] }
 
 func form(tp2, ttl bool) int {
 	f := 0
@@ -84,6 +91,10 @@ func encodeFragments(v *resource.Variant) *fragments {
 			b = protowire.AppendTag(b, resourceTTL, protowire.BytesType)
 			b = protowire.AppendBytes(b, d)
 			f.heartbeat[i&1] = slices.Clip(b)
+			w := protowire.AppendTag(nil, 1, protowire.BytesType)
+			w = protowire.AppendString(w, resource.WrapperURL)
+			w = protowire.AppendTag(w, 2, protowire.BytesType)
+			f.sotwBeat[i&1] = protowire.AppendBytes(w, b)
 		}
 		if v.DoNotCache {
 			// cache_control { do_not_cache: true }
@@ -93,13 +104,11 @@ func encodeFragments(v *resource.Variant) *fragments {
 		b = protowire.AppendTag(b, resourcePayload, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(payload))
 		f.hdr[i] = b
-		if !ttl {
-			w := protowire.AppendTag(nil, 1, protowire.BytesType)
-			w = protowire.AppendString(w, resource.WrapperURL)
-			w = protowire.AppendTag(w, 2, protowire.BytesType)
-			w = protowire.AppendVarint(w, uint64(len(b)+payload))
-			f.wrapHdr[i&1] = w
-		}
+		w := protowire.AppendTag(nil, 1, protowire.BytesType)
+		w = protowire.AppendString(w, resource.WrapperURL)
+		w = protowire.AppendTag(w, 2, protowire.BytesType)
+		w = protowire.AppendVarint(w, uint64(len(b)+payload))
+		f.wrapHdr[i] = w
 	}
 	return f
 }

@@ -51,7 +51,7 @@ func TestFragmentsDecode(t *testing.T) {
 			t.Errorf("plain name = %q %v", res.Name, res.ResourceName)
 		}
 		var w anypb.Any
-		whole := append(append(append([]byte(nil), f.wrapped(tp2)...), f.header(tp2, false)...), v.Any()...)
+		whole := append(append(append([]byte(nil), f.wrapped(tp2, false)...), f.header(tp2, false)...), v.Any()...)
 		if err := proto.Unmarshal(whole, &w); err != nil || w.TypeUrl != resource.WrapperURL {
 			t.Fatalf("wrapped: %v %v", w.TypeUrl, err)
 		}

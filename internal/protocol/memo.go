@@ -47,7 +47,8 @@ type memoKey struct {
 	mustReply bool
 	newWatch  bool // every watch is new (a first subscription)
 	deferRm   bool
-	dncSince  int64 // HonorDoNotCache: the revision the watches began at
+	dncSince  int64  // HonorDoNotCache: the revision the watches began at
+	identity  string // with a Guard: what a stream may see depends on it
 }
 
 type memoEntry struct {
@@ -73,6 +74,9 @@ func memoKeyFor(s *stream, ts *typeState, rev int64, deferRm bool) (memoKey, boo
 	}
 	k := memoKey{typ: ts.typ.URL, delta: s.delta, wrap: s.wrap, ttl: s.ttl, sig: ts.ws.sig, held: ts.held, rev: rev,
 		all: ts.dirtyAll, mustReply: ts.mustReply, newWatch: newWatch, deferRm: deferRm}
+	if s.srv.opts.Guard != nil {
+		k.identity = s.identity
+	}
 	// A caching proxy leaves out do_not_cache copies older than a watch
 	// (desire), so what it sends depends on when each watch began: streams
 	// share only if their watches all began at the same revision.

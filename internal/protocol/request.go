@@ -35,7 +35,13 @@ func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed b
 	if typeURL, err = s.requestType(typeURL); err != nil {
 		return nil, false, err
 	}
+	first := s.node == nil
 	s.setNode(n)
+	if first && s.node != nil {
+		if err := s.claim(s.nodeParams, "node metadata"); err != nil {
+			return nil, false, err
+		}
+	}
 	s.requests++
 	_, existed = s.types[typeURL]
 	if !existed && len(s.types) >= s.srv.opts.MaxSubscriptions {
@@ -83,6 +89,10 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 		next[w.Key] = w
 	}
 	for _, l := range req.GetResourceLocators() {
+		if err := s.claim(l.GetDynamicParameters(), "resource locator "+truncate(l.GetName(), maxLoggedText)); err != nil {
+			s.mu.Unlock()
+			return err
+		}
 		w := s.newWatch(ts, l.GetName(), l.GetDynamicParameters(), true)
 		next[w.Key] = w
 	}
@@ -105,6 +115,7 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 			return err
 		}
 		if added {
+			s.screen(w)
 			// §1.6: a newly added name is sent even if it was sent before.
 			c.force = append(c.force, w)
 		}
@@ -256,9 +267,14 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 		}
 	}
 	subscribe := func(n string, loc map[string]string, tp2 bool) error {
-		w := s.newWatch(ts, n, loc, tp2)
-		if _, err := c.add(w); err != nil {
+		if err := s.claim(loc, "resource locator "+truncate(n, maxLoggedText)); err != nil {
 			return err
+		}
+		w := s.newWatch(ts, n, loc, tp2)
+		if added, err := c.add(w); err != nil {
+			return err
+		} else if added {
+			s.screen(w)
 		}
 		// §2.2: every subscribed name is answered, even when the server
 		// believes the client is current, except what the client declared

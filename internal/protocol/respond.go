@@ -75,7 +75,7 @@ func (s *stream) collect() []out {
 			if later != nil {
 				last, lastOwners = append(last, later), append(lastOwners, ts)
 			}
-			if s.ttl && ts.hbEvery == 0 && r.HasTTL(ts.typ.URL) {
+			if s.ttl && s.delta && ts.hbEvery == 0 && r.HasTTL(ts.typ.URL) {
 				// Variants with a TTL exist: a first round soon finds
 				// whether the client holds any (some may never have been
 				// sent on this stream: declared on reconnection) and how
@@ -115,6 +115,12 @@ func (s *stream) heartbeatsDue(now time.Time) {
 	defer s.mu.Unlock()
 	for _, ts := range s.types {
 		if ts.hbEvery > 0 && !now.Before(ts.hbAt.Add(ts.hbEvery)) {
+			if !s.delta && ts.typ.FullState {
+				// SotW, full state: the heartbeat is the whole state again
+				// (see ttlFeature); finish sets the next round.
+				ts.mustReply, ts.hbAt, ts.hbEvery = true, now, 0
+				continue
+			}
 			ts.beat = true
 		}
 	}
@@ -173,6 +179,18 @@ func (s *stream) heartbeats(res []out) []out {
 		}
 		ts.beat = false
 		r := &response{typeURL: ts.typ.URL, version: ts.sentVersion}
+		if !s.delta {
+			// A SotW heartbeat goes under the version the client ACKed
+			// last: Envoy takes a payload-less resource in a response of
+			// that version as a heartbeat (grpc_mux_impl isHeartbeatResource).
+			if ts.ackVersion == "" || ts.ackVersion != ts.sentVersion {
+				// Not in step: a newer response is on its way, which
+				// renews the TTLs it carries. The next round, then.
+				ts.hbAt = now
+				continue
+			}
+			r.sotw = true
+		}
 		var shortest time.Duration
 		for n, h := range ts.held.m {
 			for _, hv := range h.variants {
@@ -280,7 +298,7 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 			only[n] = struct{}{}
 		}
 	}
-	w := ts.desire(r, only, true, s.wrap, s.ttl, s.srv.policy.HonorDoNotCache)
+	w := ts.desire(r, only, true, s.wrap, s.ttl, s.srv.policy.HonorDoNotCache, s.hidden(ts.typ.URL))
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
@@ -387,7 +405,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !full {
 		only = ts.dirty
 	}
-	w := ts.desire(r, only, false, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.policy.HonorDoNotCache)
+	w := ts.desire(r, only, false, false, s.ttl && ts.typ.URL != resource.VirtualHostURL, s.srv.policy.HonorDoNotCache, s.hidden(ts.typ.URL))
 	resp := &response{typeURL: ts.typ.URL, version: version}
 	rem := &response{typeURL: ts.typ.URL, version: version}
 

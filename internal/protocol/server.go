@@ -25,6 +25,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/mtls"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
 	Registerer prometheus.Registerer
+	// Guard, when set, is the authorization policy streams are held to
+	// (guard.go).
+	Guard Guard
 }
 
 // Server serves a db over every xDS gRPC service.
@@ -138,13 +142,21 @@ func (s *Server) Register(g *grpc.Server) {
 // Serve runs one stream: delta or SotW, for one type (a per-type service)
 // or any (ADS, typeURL ""). It returns when the stream ends.
 func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
-	ctx, cancel := context.WithCancel(ss.Context())
-	defer cancel()
+	ctx := ss.Context()
+	stop := streamStop(ctx)
+	cancel := stop
+	if stop == nil {
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+	}
 	st := &stream{cancel: cancel,
 		srv: s, ss: ss, delta: delta, fixedType: typeURL,
-		id: s.ids.Add(1), addr: peerAddr(ctx), started: time.Now(),
-		wake: make(chan struct{}, 1), types: map[string]*typeState{},
+		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), started: time.Now(),
+		types:   map[string]*typeState{},
 		limiter: newLimiter(s.opts.RequestRate, s.opts.RequestBurst),
+	}
+	if stop == nil {
+		st.wake = make(chan struct{}, 1)
 	}
 	st.sub = db.NewSubscriber(st.signal)
 	s.mu.Lock()
@@ -167,8 +179,8 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		}
 		s.metrics.streams.WithLabelValues(st.kind()).Dec()
 	}()
-	err := st.run(ctx)
-	if ctx.Err() != nil && ss.Context().Err() == nil {
+	err := st.run(ctx, stop)
+	if st.closing.Load() {
 		return status.Error(codes.Unavailable, "server shutting down")
 	}
 	st.mu.Lock()
@@ -183,8 +195,11 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	return err
 }
 
-// Close ends every stream with UNAVAILABLE, so clients reconnect (to
-// another server) at once, and refuses new ones. A gRPC server's graceful
+// Close ends every stream, so clients reconnect (to another server) at
+// once, and refuses new ones. A stream ends with UNAVAILABLE, or, on a gRPC
+// server made with ServerOptions, with CANCELLED: gRPC writes that status
+// itself when it ends the read Close interrupts (xDS clients, Envoy's and
+// gRPC's, retry a stream whatever its status). A gRPC server's graceful
 // stop would otherwise wait for xDS streams, which never end on their own.
 func (s *Server) Close() {
 	s.mu.Lock()
@@ -195,6 +210,7 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	for _, st := range streams {
+		st.closing.Store(true)
 		st.cancel()
 	}
 }
@@ -244,6 +260,7 @@ type metrics struct {
 	nacks     *prometheus.CounterVec
 	stale     *prometheus.CounterVec
 	latency   prometheus.Histogram
+	denied    *prometheus.CounterVec
 
 	mu    sync.Mutex
 	types map[string]*typeCounters
@@ -261,9 +278,10 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "xdsd_apply_to_send_seconds",
 			Help:    "Time from a change entering the database to a response carrying it being sent.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		denied: denyMetric(),
 	}
 	if r != nil {
-		r.MustRegister(m.streams, m.pushes, m.resources, m.bytes, m.acks, m.nacks, m.stale, m.latency)
+		r.MustRegister(m.streams, m.pushes, m.resources, m.bytes, m.acks, m.nacks, m.stale, m.latency, m.denied)
 	}
 	return m
 }
@@ -295,8 +313,10 @@ func (m *metrics) sent(o *out) {
 
 // Client is one connected stream as /v1/clients shows it.
 type Client struct {
-	ID        uint64            `json:"id"`
-	NodeID    string            `json:"node_id"`
+	ID     uint64 `json:"id"`
+	NodeID string `json:"node_id"`
+	// Identity is the URI SAN of the client's verified certificate.
+	Identity  string            `json:"identity,omitempty"`
 	Cluster   string            `json:"node_cluster,omitempty"`
 	Address   string            `json:"address"`
 	Kind      string            `json:"kind"`
@@ -372,7 +392,7 @@ func (s *Server) Clients() []Client {
 func (st *stream) status() Client {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c := Client{ID: st.id, NodeID: st.node.GetId(), Cluster: st.node.GetCluster(), Address: st.addr,
+	c := Client{ID: st.id, NodeID: st.node.GetId(), Identity: st.identity, Cluster: st.node.GetCluster(), Address: st.addr,
 		Kind: st.kind(), Connected: st.started, Params: st.nodeParams, Requests: st.requests, Types: []TypeStatus{}, Node: st.node}
 	for _, ts := range st.types {
 		t := TypeStatus{Type: ts.typ.Name, URL: ts.typ.URL, Subscriptions: []Subscription{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,

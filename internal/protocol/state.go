@@ -415,11 +415,16 @@ func appendNew(list []string, add ...string) []string {
 }
 
 // desire computes what the client should hold: for every watch, or (when
-// only is non-nil) only for the names in only.
-func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool) *want {
+// only is non-nil) only for the names in only. hidden, if set, names what
+// the policy denies the client: answered as if it did not exist.
+func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool, hidden func(string) bool) *want {
 	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
 	typeURL := ts.typ.URL
+	denied := func(v *resource.Variant) bool { return v != nil && hidden != nil && hidden(v.Name) }
 	add := func(v *resource.Variant, wt *db.Sub, alias string) {
+		if denied(v) {
+			return
+		}
 		if honorDNC && v.DoNotCache && wt.Kind == db.Named && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
 			// A copy fetched for this subscription is on its way: until it
 			// comes, nothing is said of the name (a SotW full state waits).
@@ -525,9 +530,9 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAl
 				}
 			}
 		case db.VHDS:
-			if v := r.ResolveVirtualHost(wt.Name, wt.Params); v != nil {
+			if v := r.ResolveVirtualHost(wt.Name, wt.Params); v != nil && !denied(v) {
 				add(v, wt, wt.Name)
-			} else if r.Known(*wt) {
+			} else if denied(v) || r.Known(*wt) {
 				w.add(item{name: wt.Name, aliases: []string{wt.Name}, forced: ts.forced(wt, wt.Name)})
 			} else {
 				w.pending = true
@@ -536,9 +541,9 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAl
 			if !covers(wt.Name) && !ts.forced(wt, wt.Name) {
 				continue
 			}
-			if v := r.Get(typeURL, wt.Name, wt.Params); v != nil {
+			if v := r.Get(typeURL, wt.Name, wt.Params); v != nil && !denied(v) {
 				add(v, wt, "")
-			} else if r.Known(*wt) {
+			} else if denied(v) || r.Known(*wt) {
 				forced := ts.forced(wt, wt.Name)
 				w.absent[wt.Name] = w.absent[wt.Name] || forced
 				if wt.Locator {

@@ -32,8 +32,11 @@ import (
 // the one gRPC sends.
 var wrapFeatures = []string{"xds.config.supports-resource-in-sotw", "xds.config.resource-in-sotw"}
 
-// ttlFeature says a client honours Resource.ttl and heartbeats. xdsd sends
-// TTLs over delta only: a SotW heartbeat of a full-state type would read as
+// ttlFeature says a client honours Resource.ttl and heartbeats: over delta,
+// and over SotW when it also takes wrapped resources (the TTL is a field of
+// the wrapper). A SotW heartbeat of a full-state type (LDS, CDS) is the
+// whole state again, not payload-less resources: a SotW response of such a
+// type is the complete set, so one carrying only heartbeats would read as
 // a state without the resources it renews.
 const ttlFeature = "xds.config.supports-resource-ttl"
 
@@ -47,10 +50,20 @@ type stream struct {
 	fixedType string // a per-type service's type; "" for ADS
 	id        uint64
 	addr      string
+	identity  string // the client certificate's URI SAN (internal/mtls)
 	started   time.Time
 
-	sub  *db.Subscriber
-	wake chan struct{}
+	sub *db.Subscriber
+	// A single-goroutine stream (runSingle) starts a sender goroutine when
+	// signalled; a paired one (runPaired) wakes its sender through wake.
+	wake    chan struct{}
+	sendMu  sync.Mutex
+	sender  int32 // senderIdle…senderStopped, guarded by sendMu
+	senders sync.WaitGroup
+	sendErr atomic.Pointer[error]
+	closing atomic.Bool // Close ended the stream
+	timerMu sync.Mutex
+	timer   *time.Timer // heartbeats and full-state waits, made when first needed
 
 	mu         sync.Mutex
 	node       *corev3.Node
@@ -64,6 +77,7 @@ type stream struct {
 	watchCount int
 	declared   int // initial_resource_versions entries taken, all types
 	nackLog    logLimit
+	denyLog    logLimit
 	requests   int
 	limiter    limiter
 }
@@ -80,13 +94,138 @@ func (s *stream) kind() string {
 }
 
 func (s *stream) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if s.wake != nil {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	s.sendMu.Lock()
+	switch s.sender {
+	case senderIdle:
+		s.sender = senderRunning
+		s.senders.Add(1)
+		go s.sendLoop()
+	case senderRunning:
+		s.sender = senderAgain
+	}
+	// senderAgain: the running sender collects again; senderStopped: over.
+	s.sendMu.Unlock()
+}
+
+// States of a stream's sender (single-goroutine streams, runSingle).
+const (
+	senderIdle    int32 = iota // no sender goroutine
+	senderRunning              // one runs
+	senderAgain                // one runs, and was signalled since it last collected
+	senderStopped              // the stream is over: none starts
+)
+
+// run serves the stream until it ends, on the gRPC handler's goroutine.
+// With ServerOptions' stream context (stop, non-nil) an idle stream costs
+// that one goroutine: it reads requests, and responses are computed and
+// sent by a goroutine that exists only while there is something to send
+// (runSingle). Without it, run cannot end a read in progress, so it keeps a
+// second goroutine for reading (runPaired).
+func (s *stream) run(ctx context.Context, stop context.CancelFunc) error {
+	if stop == nil {
+		return s.runPaired(ctx)
+	}
+	return s.runSingle(ctx)
+}
+
+// runSingle reads and applies requests on the handler's goroutine. The
+// stream's context (ctx) is the one ServerOptions' tap gave the gRPC
+// stream, so cancelling it (Close, a failed send, a bad request) ends a
+// read in progress and a send waiting for flow control: the handler never
+// returns while a sender goroutine may still call SendMsg.
+func (s *stream) runSingle(ctx context.Context) error {
+	err := s.recvLoop(ctx)
+	if errors.Is(err, io.EOF) {
+		// The client half-closed: it sends no more requests, but
+		// gRPC lets the server go on sending, and what it subscribed
+		// to may still change. Serve it until it goes away.
+		<-ctx.Done()
+		err = ctx.Err()
+	}
+	s.cancel() // ends a send waiting for flow control
+	s.sendMu.Lock()
+	s.sender = senderStopped
+	s.sendMu.Unlock()
+	s.senders.Wait()
+	s.timerMu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timerMu.Unlock()
+	s.teardown()
+	if e := s.sendErr.Load(); e != nil {
+		return *e // the first cause: the read failed because the send did
+	}
+	return err
+}
+
+// sendLoop is a single-goroutine stream's sender: it sends what is due
+// until nothing is, then ends (signal starts another when there is more).
+func (s *stream) sendLoop() {
+	defer s.senders.Done()
+	for {
+		if err := s.flush(); err != nil {
+			s.sendErr.CompareAndSwap(nil, &err)
+			s.cancel()
+			return
+		}
+		s.sendMu.Lock()
+		st := s.sender
+		switch st {
+		case senderAgain:
+			s.sender = senderRunning
+		case senderRunning:
+			s.sender = senderIdle
+		}
+		s.sendMu.Unlock()
+		if st == senderStopped {
+			return
+		}
+		if st == senderRunning {
+			break
+		}
+	}
+	// hb fires when TTL heartbeats are due (docs/protocol.md §2.7), or when a
+	// SotW full state has waited for the source long enough
+	// (Policy.PendingWait). The timer exists only on streams that need one.
+	if next, ok := s.nextTimer(); ok {
+		s.timerMu.Lock()
+		if s.timer == nil {
+			s.timer = time.AfterFunc(time.Until(next), func() {
+				s.timerDue(time.Now())
+				s.signal()
+			})
+		} else {
+			s.timer.Reset(time.Until(next))
+		}
+		s.timerMu.Unlock()
 	}
 }
 
-// run serves the stream until it ends. Requests are read and applied on a
+// flush computes and sends every response due.
+func (s *stream) flush() error {
+	for {
+		out := s.collect()
+		if len(out) == 0 {
+			return nil
+		}
+		for i := range out {
+			if err := s.ss.SendMsg(&out[i].enc); err != nil {
+				return err
+			}
+			s.srv.metrics.sent(&out[i])
+		}
+	}
+}
+
+// runPaired serves the stream until it ends. Requests are read and applied on a
 // receiving goroutine, responses computed and sent on this one, so neither
 // a slow client nor a burst of changes ever blocks the other direction.
 //
@@ -97,14 +236,11 @@ func (s *stream) signal() {
 // the client keeps it open: the receiving goroutine is then blocked in
 // RecvMsg, which gRPC ends only once the handler has returned, so run
 // returns first and the teardown follows as gRPC ends the stream.
-func (s *stream) run(ctx context.Context) error {
+func (s *stream) runPaired(ctx context.Context) error {
 	recvErr := make(chan error, 1)
 	go func() {
 		err := s.recvLoop(ctx)
 		if errors.Is(err, io.EOF) {
-			// The client half-closed: it sends no more requests, but
-			// gRPC lets the server go on sending, and what it subscribed
-			// to may still change. Serve it until it goes away.
 			<-ctx.Done()
 			err = ctx.Err()
 		}
@@ -118,8 +254,6 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		return err
 	}
-	// hb fires when TTL heartbeats are due (docs/protocol.md §2.7), or when a
-	// SotW full state has waited for the source long enough (Policy.PendingWait).
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	defer hb.Stop()
@@ -133,17 +267,8 @@ func (s *stream) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return join(ctx.Err())
 		}
-		for {
-			out := s.collect()
-			if len(out) == 0 {
-				break
-			}
-			for i := range out {
-				if err := s.ss.SendMsg(&out[i].enc); err != nil {
-					return join(err)
-				}
-				s.srv.metrics.sent(&out[i])
-			}
+		if err := s.flush(); err != nil {
+			return join(err)
 		}
 		if next, ok := s.nextTimer(); ok {
 			hb.Reset(time.Until(next))
@@ -176,24 +301,26 @@ func (s *stream) recvLoop(ctx context.Context) error {
 			if err = s.ss.RecvMsg(&s.raw); err == nil {
 				if err = s.limiter.wait(ctx); err == nil && ctx.Err() == nil {
 					if t, n, ok := readPlainDeltaAck(s.raw.b); !ok || !s.handlePlainDeltaAck(t, n) {
-						req := &discoveryv3.DeltaDiscoveryRequest{}
-						if err = proto.Unmarshal(s.raw.b, req); err != nil {
-							err = status.Errorf(codes.InvalidArgument, "bad DeltaDiscoveryRequest: %v", err)
-						} else {
-							err = s.handleDelta(req)
-						}
+						err = s.aside(func() error {
+							req := &discoveryv3.DeltaDiscoveryRequest{}
+							if err := proto.Unmarshal(s.raw.b, req); err != nil {
+								return status.Errorf(codes.InvalidArgument, "bad DeltaDiscoveryRequest: %v", err)
+							}
+							return s.handleDelta(req)
+						})
 					}
 				}
 			}
 		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
 			if err = s.limiter.wait(ctx); err == nil && ctx.Err() == nil {
 				if a, ok := readPlainAck(s.raw.b); !ok || !s.handlePlainAck(a) {
-					req := &discoveryv3.DiscoveryRequest{}
-					if err = proto.Unmarshal(s.raw.b, req); err != nil {
-						err = status.Errorf(codes.InvalidArgument, "bad DiscoveryRequest: %v", err)
-					} else {
-						err = s.handleSotW(req)
-					}
+					err = s.aside(func() error {
+						req := &discoveryv3.DiscoveryRequest{}
+						if err := proto.Unmarshal(s.raw.b, req); err != nil {
+							return status.Errorf(codes.InvalidArgument, "bad DiscoveryRequest: %v", err)
+						}
+						return s.handleSotW(req)
+					})
 				}
 			}
 		}
@@ -207,6 +334,21 @@ func (s *stream) recvLoop(ctx context.Context) error {
 			s.signal()
 		}
 	}
+}
+
+// aside handles a request that is not a plain ACK. On a single-goroutine
+// stream it does so on a goroutine of its own, and waits: decoding,
+// subscribing and logging can take more stack than the 8 KiB an idle
+// stream's goroutine keeps, and a goroutine's stack, once grown, stays
+// grown for as long as the goroutine stays blocked deep in gRPC's read
+// (the runtime halves a stack only while under a quarter of it is in use).
+func (s *stream) aside(handle func() error) error {
+	if s.wake != nil {
+		return handle()
+	}
+	done := make(chan error, 1)
+	go func() { done <- handle() }()
+	return <-done
 }
 
 // due reports whether a request left responses to compute, so that an ACK
@@ -245,9 +387,14 @@ func (s *stream) setNode(n *corev3.Node) {
 	if n == nil || s.node != nil {
 		return
 	}
+	// Envoy lists every extension it was built with (hundreds: tens of KiB
+	// decoded) on its node; nothing here uses them, and kept on every
+	// stream they would cost more than the stream itself. n is this
+	// request's own message.
+	n.Extensions = nil
 	s.node = n
 	s.nodeParams = NodeParams(n)
-	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "address", s.addr,
+	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "identity", s.identity, "address", s.addr,
 		"kind", s.kind(), "params", paramsAttr(s.nodeParams))
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {
@@ -257,10 +404,13 @@ func (s *stream) setNode(n *corev3.Node) {
 				s.wrap = true
 			}
 		}
-		if f == ttlFeature && s.delta {
+		if f == ttlFeature {
 			s.ttl = true
 		}
 	}
+	// Over SotW a TTL travels in a wrapped resource: a client that takes
+	// none gets no TTLs.
+	s.ttl = s.ttl && (s.delta || s.wrap)
 }
 
 // NodeParams are the dynamic parameters an unmodified client is taken to

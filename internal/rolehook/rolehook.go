@@ -9,3 +9,7 @@ import "github.com/xdsd/xdsd/internal/protocol"
 // RelayClients reports a *relay.Relay's downstream streams as the admin
 // API shows them (set by package relay).
 var RelayClients func(relay any) []protocol.Client
+
+// RelayGuard returns a relay.Options with the downstream access policy
+// (xdsd relay --policy) set (set by package relay).
+var RelayGuard func(options any, g protocol.Guard) any

@@ -77,7 +77,7 @@ func (o *Origin) Start() {
 	o.Addr = lis.Addr().String()
 	o.St = st
 	o.Srv = origin.New(st, origin.Options{Logger: Quiet})
-	o.g = grpc.NewServer(protocol.ServerCodec())
+	o.g = grpc.NewServer(protocol.ServerOptions()...)
 	o.Srv.Register(o.g)
 	ctx, cancel := context.WithCancel(context.Background())
 	o.cancel, o.done = cancel, make(chan struct{})

@@ -7,6 +7,7 @@
 // watched directory's resources) so that the record survives restarts and
 // never disagrees with the store.
 //
-// Backends: store/bolt (embedded, the default) and store/mem (tests). The
-// package must not import db, protocol, client or the roles.
+// Backends: store/bolt (embedded, the default), store/etcd (shared by
+// replicas) and store/mem (tests). The package must not import db,
+// protocol, client or the roles.
 package store

@@ -35,6 +35,14 @@ type Store interface {
 	// Meta returns the value of a metadata key (see Batch.Meta), or nil
 	// when the key is not set.
 	Meta(ctx context.Context, key string) ([]byte, error)
+	// Revisions lists the records of committed batches (when, who, what
+	// changed), newest first, as far back as the store keeps history.
+	Revisions(ctx context.Context, q HistoryQuery) (RevisionList, error)
+	// StateAt returns the variants f selects as they were at revision rev,
+	// each with the content and version it had then, sorted by key. It
+	// fails with ErrCompacted for a revision older than the history kept,
+	// and with ErrNoRevision for one the store has not reached.
+	StateAt(ctx context.Context, rev int64, f Filter) ([]*resource.Variant, error)
 	// Close releases the store. Acknowledged batches are durable.
 	Close() error
 }
@@ -53,6 +61,26 @@ type Batch struct {
 	// watcher, so a batch that changes only metadata returns the current
 	// revision, unchanged.
 	Meta map[string][]byte
+	// Audit is recorded with the revision the batch makes.
+	Audit Audit
+	// IfRev, when positive, applies the batch only if the store is still
+	// at that revision, and fails with ErrConflict otherwise: a writer
+	// that computed the batch from what it read (a rollback) does not
+	// overwrite a change it has not seen.
+	IfRev int64
+}
+
+// ErrConflict is the error of a batch whose IfRev is no longer the
+// store's revision.
+var ErrConflict = errors.New("the store changed since the batch was computed (another write came first); try again")
+
+// CheckIfRev returns ErrConflict, with both revisions, when batch b may
+// not apply to a store at revision cur.
+func CheckIfRev(b Batch, cur int64) error {
+	if b.IfRev > 0 && b.IfRev != cur {
+		return fmt.Errorf("%w: computed at revision %d, the store is at %d", ErrConflict, b.IfRev, cur)
+	}
+	return nil
 }
 
 // MaxMetaKey is the longest metadata key, in bytes, that a batch may set.
@@ -175,6 +203,9 @@ type Plan struct {
 	// deletes its key. It is written with the resources whether or not
 	// they change, and does not count towards Empty.
 	Meta map[string][]byte
+	// Prev holds, for each key of Puts and Deletes that had a variant
+	// before the batch, that variant: what undoing the revision restores.
+	Prev map[resource.Key]*resource.Variant
 }
 
 // Empty reports whether the batch changes no resource, so makes no
@@ -276,6 +307,9 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 				delete(oldBy, ck)
 				continue
 			}
+			if o, ok := oldBy[ck]; ok {
+				p.prev(o)
+			}
 			delete(oldBy, ck)
 			nv := v.WithVersion(Version(rev, ck))
 			next = append(next, nv)
@@ -283,6 +317,7 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 		}
 		for _, o := range sortedVariants(oldBy) {
 			p.Deletes = append(p.Deletes, o.Key())
+			p.prev(o)
 		}
 		final[g] = next
 	}
@@ -306,6 +341,7 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 			if (d.All || k.Constraints == d.Constraints) && !deleted[k] {
 				deleted[k] = true
 				p.Deletes = append(p.Deletes, k)
+				p.prev(o)
 				continue
 			}
 			keep = append(keep, o)
@@ -333,6 +369,13 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 		return Plan{}, &BatchError{Problems: problems}
 	}
 	return p, nil
+}
+
+func (p *Plan) prev(o *resource.Variant) {
+	if p.Prev == nil {
+		p.Prev = map[resource.Key]*resource.Variant{}
+	}
+	p.Prev[o.Key()] = o
 }
 
 func sortedVariants(m map[string]*resource.Variant) []*resource.Variant {

@@ -24,9 +24,14 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/xdsd/xdsd/bench/rlimit"
 )
 
 func main() {
+	if err := rlimit.RaiseNoFile(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchserver: raising the open-file limit:", err)
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "benchserver:", err)
 		os.Exit(1)

@@ -37,7 +37,7 @@ func newRelay(upstream string, log *slog.Logger) (impl, func(*grpc.Server), []gr
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return relayImpl{r}, r.Register, []grpc.ServerOption{protocol.ServerCodec()}, nil
+	return relayImpl{r}, r.Register, protocol.ServerOptions(), nil
 }
 
 func (relayImpl) setup(context.Context, control.Setup, [][]*clusterv3.Cluster) error {

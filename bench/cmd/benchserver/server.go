@@ -298,6 +298,7 @@ func (c *controller) stats() control.ServerStats {
 		PID:        os.Getpid(),
 		RSSBytes:   vmRSS(),
 		HeapBytes:  int64(ms.HeapInuse),
+		StackBytes: int64(ms.StackInuse),
 		Goroutines: runtime.NumGoroutine(),
 		Streams:    int(c.streams.Load()),
 		CPUNanos:   cpu,

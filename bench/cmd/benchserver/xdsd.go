@@ -37,7 +37,7 @@ func newXdsd(log *slog.Logger) (impl, func(*grpc.Server), []grpc.ServerOption) {
 			log.Error("xdsd server", "error", err)
 		}
 	}()
-	return x, srv.Register, []grpc.ServerOption{protocol.ServerCodec()}
+	return x, srv.Register, protocol.ServerOptions()
 }
 
 // variants makes the store variants of clusters: variant j of a cluster

@@ -308,9 +308,11 @@ func (r *runner) connect(c control.Command) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		t := time.NewTimer(connectTimeout)
-		defer t.Stop()
 		n := len(g.streams)
+		// 100,000 streams take longer than 5,000 on two shared cores.
+		timeout := max(connectTimeout, time.Duration(n/1000)*3*time.Second)
+		t := time.NewTimer(timeout)
+		defer t.Stop()
 		select {
 		case <-g.allConnected:
 			r.emit(control.Event{Event: "connected", Streams: n, MS: ms(g.connectTook)})
@@ -319,7 +321,7 @@ func (r *runner) connect(c control.Command) {
 				Error: fmt.Sprintf("connect: %d of %d streams connected; a stream failed: %v", g.connected.Load(), n, g.err())})
 		case <-t.C:
 			r.emit(control.Event{Event: "error", Streams: int(g.connected.Load()),
-				Error: fmt.Sprintf("connect: %d of %d streams connected after %v", g.connected.Load(), n, connectTimeout)})
+				Error: fmt.Sprintf("connect: %d of %d streams connected after %v", g.connected.Load(), n, timeout)})
 		case <-g.closed:
 		}
 	}()

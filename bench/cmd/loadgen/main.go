@@ -29,9 +29,14 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/xdsd/xdsd/bench/rlimit"
 )
 
 func main() {
+	if err := rlimit.RaiseNoFile(); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen: raising the open-file limit:", err)
+	}
 	if os.Getenv("GOGC") == "" {
 		// Memory is plentiful and CPU is shared with the server under test.
 		debug.SetGCPercent(400)

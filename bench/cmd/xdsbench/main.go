@@ -33,7 +33,7 @@ import (
 
 func main() {
 	var (
-		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay")
+		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay, g (100,000 streams; not in the default set)")
 		impls     = flag.String("impls", "xdsd,gcp-snapshot,gcp-linear,raw", "implementations to compare where a scenario allows")
 		rounds    = flag.Int("rounds", 9, "changes per fan-out measurement; the report gives medians")
 		quick     = flag.Bool("quick", false, "smoke run: tiny numbers, to prove the harness works")
@@ -240,9 +240,12 @@ type fanout struct {
 	responses      float64 // responses per change
 	bytesPerStream float64
 	rssPerStream   float64
+	heapPerStream  float64 // of it, Go heap in use
+	stackPerStream float64 // of it, goroutine stacks
 	encodedLen     int
 	missing        int
 	streams        int // xDS streams open on the measured server (a relay's origin) once connected
+	rssMiB         float64
 	err            error
 }
 
@@ -253,6 +256,7 @@ type scenario struct {
 	connect   control.Command
 	impls     []string // those that can run it
 	change    int      // clusters changed per round
+	rss       bool     // also measure the server's RSS after GC with the streams connected
 }
 
 func median(xs []float64) float64 {
@@ -298,11 +302,27 @@ func (b *bench) fanout(f *fanout, sc scenario, impl string, upstreamOf func() (*
 		f.encodedLen = st.EncodedLen
 		measured = srv
 	}
+	var base control.ServerStats
+	if sc.rss {
+		if base, err = srv.gc(); err != nil {
+			return err
+		}
+	}
 	lg, err := b.connect(f, sc, srv)
 	if err != nil {
 		return err
 	}
 	defer lg.stop()
+	if sc.rss {
+		loaded, err := srv.gc()
+		if err != nil {
+			return err
+		}
+		f.rssMiB = float64(loaded.RSSBytes) / (1 << 20)
+		f.rssPerStream = float64(loaded.RSSBytes-base.RSSBytes) / float64(sc.connect.Streams)
+		f.heapPerStream = float64(loaded.HeapBytes-base.HeapBytes) / float64(sc.connect.Streams)
+		f.stackPerStream = float64(loaded.StackBytes-base.StackBytes) / float64(sc.connect.Streams)
+	}
 	st, err := measured.stats()
 	if err != nil {
 		return err
@@ -412,7 +432,26 @@ func (b *bench) idle(f *fanout, sc scenario, impl string) error {
 		return err
 	}
 	f.rssPerStream = float64(loaded.RSSBytes-base.RSSBytes) / float64(sc.connect.Streams)
+	f.heapPerStream = float64(loaded.HeapBytes-base.HeapBytes) / float64(sc.connect.Streams)
+	f.stackPerStream = float64(loaded.StackBytes-base.StackBytes) / float64(sc.connect.Streams)
+	if dir := os.Getenv("XDSBENCH_PROFILE_DIR"); dir != "" {
+		// A heap profile of the server holding the idle streams: where
+		// the memory per stream goes.
+		saveProfile(srv, "/debug/pprof/heap", filepath.Join(dir, impl+".heap"))
+		saveProfile(srv, "/debug/pprof/goroutine?debug=1", filepath.Join(dir, impl+".goroutines"))
+	}
 	return nil
+}
+
+// saveProfile writes what the server's pprof endpoint path answers to file.
+func saveProfile(s *server, path, file string) {
+	resp, err := http.Get("http://" + s.control + path)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	os.WriteFile(file, data, 0o644)
 }
 
 func (b *bench) scenarios() map[string]scenario {
@@ -444,6 +483,9 @@ func (b *bench) scenarios() map[string]scenario {
 		"e": {id: "e", title: fmt.Sprintf("(e) %d idle ACKed SotW streams × 10 clusters: memory per stream", n(10000, 100)),
 			setup: control.Setup{Clusters: 10}, connect: control.Command{Streams: n(10000, 100), Names: names(10)}, impls: all},
 	}
+	out["g"] = scenario{id: "g", title: fmt.Sprintf("(g) %d idle SotW streams × 10 clusters on one server, change 1", n(100000, 200)),
+		setup: control.Setup{Clusters: 10}, connect: control.Command{Streams: n(100000, 200), Names: names(10)},
+		impls: []string{"xdsd", "gcp-linear"}, change: 1, rss: true}
 	params := make([]map[string]string, 8)
 	for i := range params {
 		params[i] = map[string]string{"v": fmt.Sprint(i)}
@@ -491,6 +533,12 @@ func (b *bench) run(ids, impls []string) (string, error) {
 			relayed.impl = "xdsd, clients through a relay"
 			rows = []fanout{direct, relayed}
 			writeRelay(&rep, sc, rows)
+		case "g":
+			for _, impl := range filter(sc.impls, impls) {
+				b.logf("%s: %s", sc.title, impl)
+				rows = append(rows, b.runFanout(sc, impl, nil))
+			}
+			writeLarge(&rep, sc, rows)
 		case "e":
 			for _, impl := range filter(sc.impls, impls) {
 				b.logf("%s: %s", sc.title, impl)
@@ -581,14 +629,32 @@ func writeIdle(w io.Writer, sc scenario, rows []fanout) {
 			raw = r
 		}
 	}
-	fmt.Fprintln(w, "| server | connect (ms) | RSS per idle stream after GC (KiB) | ÷ raw gRPC's |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	fmt.Fprintln(w, "| server | connect (ms) | RSS per idle stream after GC (KiB) | of it: heap (KiB) | goroutine stacks (KiB) | ÷ raw gRPC's |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(w, "| %s | error: %v |||\n", r.impl, r.err)
+			fmt.Fprintf(w, "| %s | error: %v |||||\n", r.impl, r.err)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.1f | %s |\n", r.impl, r.connectMS, r.rssPerStream/1024, ratio(r.rssPerStream, raw.rssPerStream))
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %.1f | %.1f | %s |\n", r.impl, r.connectMS, r.rssPerStream/1024,
+			r.heapPerStream/1024, r.stackPerStream/1024, ratio(r.rssPerStream, raw.rssPerStream))
+	}
+	fmt.Fprintln(w)
+}
+
+// writeLarge reports a scenario of many streams: what holding them costs
+// and how long one change takes to reach them all.
+func writeLarge(w io.Writer, sc scenario, rows []fanout) {
+	fmt.Fprintf(w, "## %s\n\n", sc.title)
+	fmt.Fprintln(w, "| server | streams | connect (ms) | RSS after GC (MiB) | RSS per stream (KiB) | heap / stacks per stream (KiB) | fan-out p50 (ms) | p99 (ms) | all (ms) | server CPU per change (ms) | missing |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if r.err != nil {
+			fmt.Fprintf(w, "| %s | error: %v ||||||||||\n", r.impl, r.err)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.1f | %.1f / %.1f | %.1f | %.1f | %.1f | %.1f | %d |\n", r.impl, r.streams, r.connectMS, r.rssMiB,
+			r.rssPerStream/1024, r.heapPerStream/1024, r.stackPerStream/1024, r.p50, r.p99, r.max, r.cpuPerChange, r.missing)
 	}
 	fmt.Fprintln(w)
 }

@@ -4,31 +4,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
-	"math"
 	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	bbolt "go.etcd.io/bbolt"
 	bberrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
 
-// DefaultHistory is how many revisions of change history are kept for
-// watchers resuming from a revision; older ones get the whole state.
-const DefaultHistory = 10000
+// DefaultHistory is how many revisions are kept: their records and undo
+// data (history, rollback) and their change log (watchers resuming from a
+// revision; older ones get the whole state). xdsd serve --history.
+const DefaultHistory = 1000
 
 var (
 	bucketMeta = []byte("meta")
@@ -38,9 +36,17 @@ var (
 	// the store's own in bucketMeta. Files made before it existed get it
 	// on open; the format is unchanged.
 	bucketUser = []byte("batchmeta")
-	keyRev     = []byte("rev")
-	keyCompact = []byte("compacted")
-	keyFormat  = []byte("format")
+	// bucketRevs holds the revision records (store.Revision, as JSON) by
+	// revision, and bucketUndo, under revision + resource key, each
+	// variant a revision replaced or removed: the store's history. Both
+	// are trimmed with the log. Files made before they existed get them
+	// on open, with their history starting at that revision (keyHistFrom).
+	bucketRevs  = []byte("revs")
+	bucketUndo  = []byte("undo")
+	keyHistFrom = []byte("histfrom")
+	keyRev      = []byte("rev")
+	keyCompact  = []byte("compacted")
+	keyFormat   = []byte("format")
 )
 
 const format = 1
@@ -196,14 +202,40 @@ func walk(db *bbolt.DB, path string) error {
 		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return visit(b, 0) }); err != nil {
 			return err
 		}
-		// Every stored variant decodes and passes its checksum.
+		// Every stored variant, current or kept for history, decodes and
+		// passes its checksum, and so does every revision record.
 		if res := tx.Bucket(bucketRes); res != nil {
-			return res.ForEach(func(k, v []byte) error {
+			err := res.ForEach(func(k, v []byte) error {
 				key, err := splitKey(k)
 				if err != nil {
 					return err
 				}
 				_, err = decodeRecord(key, v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if undo := tx.Bucket(bucketUndo); undo != nil {
+			err := undo.ForEach(func(k, v []byte) error {
+				if len(k) < 8 {
+					return fmt.Errorf("corrupt history key %q", k)
+				}
+				key, err := splitKey(k[8:])
+				if err != nil {
+					return err
+				}
+				_, err = decodeRecord(key, v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if revs := tx.Bucket(bucketRevs); revs != nil {
+			return revs.ForEach(func(k, v []byte) error {
+				_, err := openRevision(k, v)
 				return err
 			})
 		}
@@ -240,6 +272,19 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketUser); err != nil {
 		return err
 	}
+	if tx.Bucket(bucketRevs) == nil {
+		if _, err := tx.CreateBucket(bucketRevs); err != nil {
+			return err
+		}
+		if rev := meta.Get(keyRev); rev != nil {
+			if err := meta.Put(keyHistFrom, rev); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketUndo); err != nil {
+		return err
+	}
 	if f := meta.Get(keyFormat); f == nil {
 		return meta.Put(keyFormat, u64(format))
 	} else if binary.BigEndian.Uint64(f) != format {
@@ -262,135 +307,15 @@ func getU64(b []byte) uint64 {
 	return binary.BigEndian.Uint64(b)
 }
 
-// resKey is type 0x00 name 0x00 constraints; names never hold NUL
-// (store.MakePlan rejects them).
-func resKey(k resource.Key) []byte {
-	b := make([]byte, 0, len(k.Type)+len(k.Name)+len(k.Constraints)+2)
-	b = append(b, k.Type...)
-	b = append(b, 0)
-	b = append(b, k.Name...)
-	b = append(b, 0)
-	return append(b, k.Constraints...)
-}
-
-func splitKey(b []byte) (resource.Key, error) {
-	parts := bytes.SplitN(b, []byte{0}, 3)
-	if len(parts) != 3 {
-		return resource.Key{}, fmt.Errorf("corrupt resource key %q", b)
-	}
-	return resource.Key{Type: string(parts[0]), Name: string(parts[1]), Constraints: string(parts[2])}, nil
-}
-
-// Record fields.
-const (
-	fVersion     = 1
-	fPayloadURL  = 2
-	fConstraints = 3
-	fBody        = 4
-	fDoNotCache  = 5
-	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
-	// fChecksum, last, is the CRC-32C of the record's key and of every
-	// field before it: a record damaged on disk (a flipped bit in its key,
-	// type, constraints or payload) is refused, never served altered.
-	// Records written before it was kept have none.
-	fChecksum = 15
-)
-
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func recordSum(k resource.Key, fields []byte) []byte {
-	h := crc32.New(castagnoli)
-	h.Write(resKey(k))
-	h.Write(fields)
-	return binary.BigEndian.AppendUint32(nil, h.Sum32())
-}
-
-func encodeRecord(v *resource.Variant) ([]byte, error) {
-	var b []byte
-	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
-	b = protowire.AppendString(b, v.Version)
-	b = protowire.AppendTag(b, fPayloadURL, protowire.BytesType)
-	b = protowire.AppendString(b, v.PayloadURL)
-	if !v.Constraints.IsZero() {
-		c, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Constraints.Proto())
-		if err != nil {
-			return nil, err
-		}
-		b = protowire.AppendTag(b, fConstraints, protowire.BytesType)
-		b = protowire.AppendBytes(b, c)
-	}
-	if v.DoNotCache {
-		b = protowire.AppendTag(b, fDoNotCache, protowire.BytesType)
-		b = protowire.AppendBytes(b, []byte{1})
-	}
-	if v.TTL > 0 {
-		b = protowire.AppendTag(b, fTTL, protowire.BytesType)
-		b = protowire.AppendBytes(b, protowire.AppendVarint(nil, uint64(v.TTL)))
-	}
-	b = protowire.AppendTag(b, fBody, protowire.BytesType)
-	b = protowire.AppendBytes(b, v.Body())
-	sum := recordSum(v.Key(), b)
-	b = protowire.AppendTag(b, fChecksum, protowire.BytesType)
-	return protowire.AppendBytes(b, sum), nil
-}
-
-func decodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
-	var (
-		version, payloadURL string
-		cons                constraint.Constraints
-		body                []byte
-		dnc                 bool
-		ttl                 time.Duration
-	)
-	all := b
-	for len(b) > 0 {
-		fieldStart := len(all) - len(b)
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType {
-			return nil, fmt.Errorf("corrupt record for %s", k)
-		}
-		b = b[n:]
-		val, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, fmt.Errorf("corrupt record for %s", k)
-		}
-		b = b[n:]
-		switch num {
-		case fVersion:
-			version = string(val)
-		case fPayloadURL:
-			payloadURL = string(val)
-		case fConstraints:
-			var p discoveryv3.DynamicParameterConstraints
-			if err := proto.Unmarshal(val, &p); err != nil {
-				return nil, fmt.Errorf("record for %s: %w", k, err)
-			}
-			c, err := constraint.FromProto(&p)
-			if err != nil {
-				return nil, fmt.Errorf("record for %s: %w", k, err)
-			}
-			cons = c
-		case fBody:
-			body = val
-		case fChecksum:
-			if len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart])) {
-				return nil, fmt.Errorf("damaged record for %s: checksum mismatch", k)
-			}
-		case fDoNotCache:
-			dnc = len(val) == 1 && val[0] == 1
-		case fTTL:
-			d, n := protowire.ConsumeVarint(val)
-			if n != len(val) || d > math.MaxInt64 {
-				return nil, fmt.Errorf("corrupt TTL in the record for %s", k)
-			}
-			ttl = time.Duration(d)
-		}
-	}
-	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body)
-	v.DoNotCache = dnc
-	v.TTL = ttl
-	return v, nil
-}
+// The record format is shared with the etcd backend (store.EncodeRecord).
+var (
+	resKey       = store.ResKey
+	splitKey     = store.SplitKey
+	encodeRecord = store.EncodeRecord
+	decodeRecord = store.DecodeRecord
+)
 
 type txReader struct{ b *bbolt.Bucket }
 
@@ -451,6 +376,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	if s.closed {
 		return store.Result{}, store.ErrClosed
 	}
+	if err := store.CheckIfRev(b, s.rev); err != nil {
+		return store.Result{}, err
+	}
 	rev := s.rev + 1
 	var p store.Plan
 	err := s.db.Update(func(tx *bbolt.Tx) error {
@@ -501,14 +429,19 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		if err := lg.Put(u64(uint64(rev)), encodeKeys(keys)); err != nil {
 			return err
 		}
+		if err := putHistory(tx, rev, b.Audit, p); err != nil {
+			return err
+		}
 		meta := tx.Bucket(bucketMeta)
 		if drop := rev - int64(s.history); drop > 0 {
 			// Trim history older than the window, a little at a time so no
 			// apply pays for a long backlog.
-			c := lg.Cursor()
-			for k, _ := c.First(); k != nil && int64(getU64(k)) <= drop; k, _ = c.First() {
-				if err := c.Delete(); err != nil {
-					return err
+			for _, bk := range [][]byte{bucketLog, bucketRevs, bucketUndo} {
+				c := tx.Bucket(bk).Cursor()
+				for k, _ := c.First(); len(k) >= 8 && int64(getU64(k[:8])) <= drop; k, _ = c.First() {
+					if err := c.Delete(); err != nil {
+						return err
+					}
 				}
 			}
 			if err := meta.Put(keyCompact, u64(uint64(drop))); err != nil {
@@ -527,6 +460,264 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	s.last = store.ChangeSet{Rev: rev, Puts: p.Puts, Deletes: p.Deletes}
 	s.notify.Wake()
 	return p.Result(rev), nil
+}
+
+// putHistory writes the record and the undo data of revision rev.
+func putHistory(tx *bbolt.Tx, rev int64, a store.Audit, p store.Plan) error {
+	rec, err := encodeRevision(time.Now(), a, p)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketRevs).Put(u64(uint64(rev)), sealRevision(rev, rec)); err != nil {
+		return err
+	}
+	undo := tx.Bucket(bucketUndo)
+	for k, v := range p.Prev {
+		b, err := encodeRecord(v)
+		if err != nil {
+			return err
+		}
+		if err := undo.Put(append(u64(uint64(rev)), resKey(k)...), b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sealRevision appends to a revision record the CRC-32C of its revision
+// and bytes, as every variant record has one: a damaged record is
+// refused, never shown as history or restored from.
+func sealRevision(rev int64, rec []byte) []byte {
+	return binary.BigEndian.AppendUint32(rec, crc32.Update(crc32.Checksum(u64(uint64(rev)), castagnoli), castagnoli, rec))
+}
+
+// openRevision checks and decodes a sealed revision record.
+func openRevision(k, v []byte) (store.Revision, error) {
+	rev := getU64(k)
+	if len(v) < 4 {
+		return store.Revision{}, fmt.Errorf("damaged record of revision %d: %d bytes", rev, len(v))
+	}
+	rec, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, rec) != sum {
+		return store.Revision{}, fmt.Errorf("damaged record of revision %d: checksum mismatch", rev)
+	}
+	r, err := decodeRevision(int64(rev), rec)
+	if err != nil {
+		return store.Revision{}, fmt.Errorf("revision %d: %w", rev, err)
+	}
+	return r, nil
+}
+
+// A revision record is compact, as a batch of 100,000 resources has one:
+// a format byte, the length and JSON of its header (time, audit), then
+// for each change an operation byte and the length and bytes of the key
+// (resKey). The version a put gave is store.Version of the revision and
+// the constraints, so it is not stored; the changes are sorted on reading.
+const revisionFormat = 1
+
+type revisionHeader struct {
+	Time  time.Time   `json:"t"`
+	Audit store.Audit `json:"a"`
+}
+
+const (
+	opCreated = 'c'
+	opUpdated = 'u'
+	opDeleted = 'd'
+)
+
+func encodeRevision(at time.Time, a store.Audit, p store.Plan) ([]byte, error) {
+	h, err := json.Marshal(revisionHeader{Time: at.UTC(), Audit: a})
+	if err != nil {
+		return nil, err
+	}
+	n := 1 + binary.MaxVarintLen64 + len(h)
+	for _, v := range p.Puts {
+		n += 1 + binary.MaxVarintLen64 + len(v.Type.URL) + len(v.Name) + len(v.Constraints.Key()) + 2
+	}
+	for _, k := range p.Deletes {
+		n += 1 + binary.MaxVarintLen64 + len(k.Type) + len(k.Name) + len(k.Constraints) + 2
+	}
+	b := make([]byte, 0, n)
+	b = append(b, revisionFormat)
+	b = protowire.AppendBytes(b, h)
+	for _, v := range p.Puts {
+		op := byte(opCreated)
+		if p.Prev[v.Key()] != nil {
+			op = opUpdated
+		}
+		b = append(b, op)
+		b = protowire.AppendBytes(b, resKey(v.Key()))
+	}
+	for _, k := range p.Deletes {
+		b = append(b, opDeleted)
+		b = protowire.AppendBytes(b, resKey(k))
+	}
+	return b, nil
+}
+
+func decodeRevision(rev int64, b []byte) (store.Revision, error) {
+	if len(b) == 0 || b[0] != revisionFormat {
+		return store.Revision{}, errors.New("damaged revision record: unknown format")
+	}
+	h, n := protowire.ConsumeBytes(b[1:])
+	if n < 0 {
+		return store.Revision{}, errors.New("damaged revision record: header")
+	}
+	var hdr revisionHeader
+	if err := json.Unmarshal(h, &hdr); err != nil {
+		return store.Revision{}, fmt.Errorf("damaged revision record: %w", err)
+	}
+	r := store.Revision{Rev: rev, Time: hdr.Time, Audit: hdr.Audit}
+	for b = b[1+n:]; len(b) > 0; {
+		op := b[0]
+		kb, n := protowire.ConsumeBytes(b[1:])
+		if n < 0 {
+			return store.Revision{}, errors.New("damaged revision record: change")
+		}
+		b = b[1+n:]
+		k, err := splitKey(kb)
+		if err != nil {
+			return store.Revision{}, err
+		}
+		c := store.Change{Key: k}
+		switch op {
+		case opCreated:
+			c.Op, c.Version = store.Created, store.Version(rev, k.Constraints)
+		case opUpdated:
+			c.Op, c.Version = store.Updated, store.Version(rev, k.Constraints)
+		case opDeleted:
+			c.Op = store.Deleted
+		default:
+			return store.Revision{}, fmt.Errorf("damaged revision record: operation %q", op)
+		}
+		r.Changes = append(r.Changes, c)
+	}
+	slices.SortFunc(r.Changes, func(a, b store.Change) int { return store.CompareKeys(a.Key, b.Key) })
+	r.Total = len(r.Changes)
+	return r, nil
+}
+
+// oldest is the oldest revision whose state the file can give.
+func oldest(meta *bbolt.Bucket) int64 {
+	return max(int64(getU64(meta.Get(keyCompact))), int64(getU64(meta.Get(keyHistFrom))))
+}
+
+// Revisions implements store.Store.
+func (s *Store) Revisions(ctx context.Context, q store.HistoryQuery) (store.RevisionList, error) {
+	if err := s.open(); err != nil {
+		return store.RevisionList{}, err
+	}
+	var out store.RevisionList
+	err := guard(func() error {
+		return s.db.View(func(tx *bbolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			out = store.RevisionList{Rev: int64(getU64(meta.Get(keyRev))), Oldest: oldest(meta)}
+			c := tx.Bucket(bucketRevs).Cursor()
+			var k, v []byte
+			switch {
+			case q.Before <= 0:
+				k, v = c.Last()
+			default:
+				if k, _ = c.Seek(u64(uint64(q.Before))); k == nil {
+					k, v = c.Last()
+				} else {
+					k, v = c.Prev()
+				}
+			}
+			for ; k != nil && !q.Full(len(out.Revisions)); k, v = c.Prev() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				r, err := openRevision(k, v)
+				if err != nil {
+					return err
+				}
+				if !q.Wants(r.Rev, len(out.Revisions)) {
+					continue
+				}
+				if r, ok := q.Filter.Select(r); ok {
+					out.Revisions = append(out.Revisions, r)
+				}
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// StateAt implements store.Store.
+func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*resource.Variant, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	var out []*resource.Variant
+	err := guard(func() error {
+		return s.db.View(func(tx *bbolt.Tx) error {
+			meta, res := tx.Bucket(bucketMeta), tx.Bucket(bucketRes)
+			cur := int64(getU64(meta.Get(keyRev)))
+			if err := store.CheckStateAt(rev, cur, oldest(meta)); err != nil {
+				return err
+			}
+			var prefix []byte
+			switch {
+			case f.Type != "" && f.Name != "":
+				prefix = resKey(resource.Key{Type: f.Type, Name: f.Name})
+			case f.Type != "":
+				prefix = append([]byte(f.Type), 0)
+			}
+			var now []*resource.Variant
+			c := res.Cursor()
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				key, err := splitKey(k)
+				if err != nil {
+					return err
+				}
+				if !f.Match(key) {
+					continue
+				}
+				vr, err := decodeRecord(key, v)
+				if err != nil {
+					return err
+				}
+				now = append(now, vr)
+			}
+			w := store.NewRewinder(now, f)
+			undo := tx.Bucket(bucketUndo)
+			rc := tx.Bucket(bucketRevs).Cursor()
+			for k, v := rc.Last(); k != nil && int64(getU64(k)) > rev; k, v = rc.Prev() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				r, err := openRevision(k, v)
+				if err != nil {
+					return err
+				}
+				err = w.Undo(r, func(key resource.Key) (*resource.Variant, error) {
+					b := undo.Get(append(u64(uint64(r.Rev)), resKey(key)...))
+					if b == nil {
+						return nil, nil
+					}
+					return decodeRecord(key, b)
+				})
+				if err != nil {
+					return err
+				}
+			}
+			out = w.State()
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (s *Store) open() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	return nil
 }
 
 // initialMmap is the size of the file's first memory map.

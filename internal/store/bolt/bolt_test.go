@@ -246,3 +246,108 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 		t.Logf("round %d: killed after ack %d; reopened at rev %d", round, acked, rev)
 	}
 }
+
+func TestHistoryCompaction(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{History: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Compaction(t, s, 3)
+}
+
+// History is in the file: after a restart the records and the states of
+// past revisions are as they were.
+func TestHistorySurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		b := store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", strconv.Itoa(i))}, Audit: store.Audit{Who: "u" + strconv.Itoa(i)}}
+		if _, err := s.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.StateAt(ctx, 1, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	defer s.Close()
+	after, err := s.StateAt(ctx, 1, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 1 || len(after) != 1 || after[0].Version != "1" || string(after[0].Body()) != string(before[0].Body()) {
+		t.Fatalf("state at 1 after reopen: %v, before %v", after, before)
+	}
+	l, err := s.Revisions(ctx, store.HistoryQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Revisions) != 3 || l.Revisions[0].Audit.Who != "u3" || l.Revisions[2].Audit.Who != "u1" {
+		t.Fatalf("records after reopen: %+v", l.Revisions)
+	}
+}
+
+// A backup taken while batches commit is one committed revision, whole:
+// opened, it holds that revision and every batch up to it, and nothing
+// after.
+func TestBackupIsConsistent(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "xdsd.db"))
+	defer s.Close()
+	ctx := context.Background()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Each batch writes 10 clusters with the same tag: a backup
+			// holding some but not all of a batch's tag is torn.
+			var b store.Batch
+			for j := 0; j < 10; j++ {
+				b.Puts = append(b.Puts, storetest.Cluster(fmt.Sprint("c", j), "", strconv.Itoa(i)))
+			}
+			if _, err := s.Apply(ctx, b); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for k := 0; k < 5; k++ {
+		path := filepath.Join(dir, fmt.Sprint("backup", k, ".db"))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := s.Backup(ctx, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := bolt.Verify(path); err != nil || got != rev {
+			t.Fatalf("Verify(backup) = %d, %v; Backup said %d", got, err, rev)
+		}
+		b := open(t, path)
+		cs, err := b.Changes(ctx, store.FromStart)
+		b.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags := map[string]bool{}
+		for _, v := range cs.Puts {
+			tags[v.Version] = true
+		}
+		if cs.Rev != rev || (rev > 0 && (len(cs.Puts) != 10 || len(tags) != 1)) {
+			t.Fatalf("backup at revision %d holds revision %d, %d variants, versions %v", rev, cs.Rev, len(cs.Puts), tags)
+		}
+	}
+	close(stop)
+	<-done
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -30,6 +31,8 @@ type Store struct {
 type entry struct {
 	rev  int64
 	keys []resource.Key
+	rec  store.Revision
+	undo map[resource.Key]*resource.Variant
 }
 
 // New returns an empty store keeping DefaultHistory revisions of history.
@@ -65,6 +68,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	if s.closed {
 		return store.Result{}, store.ErrClosed
 	}
+	if err := store.CheckIfRev(b, s.rev); err != nil {
+		return store.Result{}, err
+	}
 	p, err := store.MakePlan(reader{s}, b, s.rev+1)
 	if err != nil {
 		return store.Result{}, err
@@ -80,7 +86,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		return store.Result{Rev: s.rev}, nil
 	}
 	s.rev++
-	e := entry{rev: s.rev}
+	e := entry{rev: s.rev, rec: store.NewRevision(s.rev, time.Now(), b.Audit, p), undo: p.Prev}
 	for _, k := range p.Deletes {
 		g := [2]string{k.Type, k.Name}
 		delete(s.data[g], k.Constraints)
@@ -106,6 +112,54 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	}
 	s.notify.Wake()
 	return p.Result(s.rev), nil
+}
+
+// Revisions implements store.Store.
+func (s *Store) Revisions(ctx context.Context, q store.HistoryQuery) (store.RevisionList, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.RevisionList{}, store.ErrClosed
+	}
+	out := store.RevisionList{Rev: s.rev, Oldest: s.compacted}
+	for i := len(s.log) - 1; i >= 0 && !q.Full(len(out.Revisions)); i-- {
+		if !q.Wants(s.log[i].rev, len(out.Revisions)) {
+			continue
+		}
+		if r, ok := q.Filter.Select(s.log[i].rec); ok {
+			out.Revisions = append(out.Revisions, r)
+		}
+	}
+	return out, nil
+}
+
+// StateAt implements store.Store.
+func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*resource.Variant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	if err := store.CheckStateAt(rev, s.rev, s.compacted); err != nil {
+		return nil, err
+	}
+	var now []*resource.Variant
+	for g, m := range s.data {
+		if f.Type != "" && g[0] != f.Type || f.Name != "" && g[1] != f.Name {
+			continue
+		}
+		for _, v := range m {
+			now = append(now, v)
+		}
+	}
+	w := store.NewRewinder(now, f)
+	for i := len(s.log) - 1; i >= 0 && s.log[i].rev > rev; i-- {
+		undo := s.log[i].undo
+		if err := w.Undo(s.log[i].rec, func(k resource.Key) (*resource.Variant, error) { return undo[k], nil }); err != nil {
+			return nil, err
+		}
+	}
+	return w.State(), nil
 }
 
 // Changes implements store.Store.

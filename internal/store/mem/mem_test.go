@@ -32,3 +32,5 @@ func TestCompactedHistoryResets(t *testing.T) {
 		t.Fatalf("changes within history: %+v %v", cs, err)
 	}
 }
+
+func TestHistoryCompaction(t *testing.T) { storetest.Compaction(t, mem.NewWithHistory(3), 3) }

@@ -51,6 +51,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("WatchResumesFromRevision", func(t *testing.T) { testWatch(t, open(t)) })
 	t.Run("ConcurrentAppliers", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("ClosedStore", func(t *testing.T) { testClosed(t, open(t)) })
+	t.Run("History", func(t *testing.T) { testHistory(t, open(t)) })
+	t.Run("IfRev", func(t *testing.T) { testIfRev(t, open(t)) })
 }
 
 func apply(t *testing.T, s store.Store, b store.Batch) store.Result {

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// browser returns a chromedp context on a headless Chromium with a
+// 1280 px wide window, or skips the test when no Chromium is installed
+// (.ci/run installs Debian's, and sets XDSD_REQUIRE_BROWSER so that CI
+// fails rather than skips).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := ""
+	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if f, err := exec.LookPath(p); err == nil {
+			path = f
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("XDSD_REQUIRE_BROWSER") != "" {
+			t.Fatal("no chromium on PATH, and XDSD_REQUIRE_BROWSER is set: install Debian's chromium package")
+		}
+		t.Skip("browser test skipped: no chromium on PATH (install Debian's chromium package to run it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.NoFirstRun)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// artifact saves a test's output file (a screenshot) where CI keeps it:
+// $XDSD_ARTIFACTS, else the test's temporary directory.
+func artifact(t *testing.T, name string, data []byte) {
+	dir := os.Getenv("XDSD_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("saved %s", p)
+}
+
+// The admin page in a real browser at 1280 px: which client holds which
+// variant, a NACK with the rejected version and its reason on screen, long
+// xdstp:// names wrapped rather than pushing columns off-screen, and the
+// recent revisions with their rollout and diffs.
+func TestPageInBrowser(t *testing.T) {
+	ctx := browser(t)
+	xds, adm := startServe(t)
+	long := "xdstp://an-authority-with-a-long-name.example.com/envoy.config.cluster.v3.Cluster/" +
+		"a/very/long/path/of/segments/that/keeps/going/and/going/until/it/is/wider/than/any/column/should/be?shard=eu-west-1&tier=gold"
+	dir := t.TempDir()
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "b.yaml", routes("p1", "t1")+"---\n"+cl+"name: "+long+"\n")); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	prod := protocoltest.NewSotW(t, conn, protocoltest.Node("prod-1", map[string]string{"env": "prod"}))
+	prod.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	prod.Ack(prod.Recv(), "r")
+	test := protocoltest.NewSotW(t, conn, protocoltest.Node("test-1", map[string]string{"env": "test"}))
+	test.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	test.Ack(test.Recv(), "r")
+	cds := protocoltest.NewSotW(t, conn, protocoltest.Node("cds-with-a-long-subscription", nil))
+	cds.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{long}})
+	cds.Ack(cds.Recv(), long)
+
+	// A second revision: prod takes it, test rejects it.
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "b.yaml", routes("p2", "t2")+"---\n"+cl+"name: "+long+"\n")); code != 0 {
+		t.Fatal(errOut)
+	}
+	prod.Ack(prod.Recv(), "r")
+	r := test.Recv()
+	reason := "route r: virtual host t2 is refused by this client because of a long reason that must wrap within its column"
+	test.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: reason}})
+	waitUntil(t, "the server has the NACK", func() bool {
+		code, out, _ := runCmd(t, "status", "--admin", adm)
+		return code == 0 && strings.Contains(out, "1 NACKed")
+	})
+
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+adm+"/"), chromedp.WaitVisible(chromedp.ID("resources"))); err != nil {
+		t.Fatal(err)
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	num := func(js string) float64 {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	text := eval(`document.body.innerText`)
+	scrollWidth := num(`document.documentElement.scrollWidth`)
+	nackRight := num(`(() => { for (const e of document.querySelectorAll("span.bad")) if (e.textContent.includes("rejected version")) return e.getBoundingClientRect().right; return -1 })()`)
+	nameRight := num(`(() => { let m = 0; for (const e of document.querySelectorAll("code")) if (e.textContent.startsWith("xdstp://an-authority")) m = Math.max(m, e.getBoundingClientRect().right); return m })()`)
+	holders := eval(`Array.from(document.querySelectorAll("#resources tr")).filter(r => r.textContent.includes("env=")).map(r => r.cells[2].textContent + " => " + r.cells[4].textContent).join("\n")`)
+	revisions := eval(`document.getElementById("revisions").innerText`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#revisions details summary"))); err != nil {
+		t.Fatal(err)
+	}
+	diffVisible := eval(`(() => { const p = document.querySelector("#revisions pre.diff"); return String(!!p && p.getBoundingClientRect().height > 0 && p.textContent.includes("+")) })()`) == "true"
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact(t, "admin-page-1280.png", shot)
+	if scrollWidth > 1280 {
+		t.Errorf("the page is %v px wide at 1280: something pushes it off-screen", scrollWidth)
+	}
+	if nackRight < 0 || nackRight > 1280 {
+		t.Errorf("the NACK's right edge is at %v px (want on screen, ≤ 1280)", nackRight)
+	}
+	if nameRight <= 0 || nameRight > 1280 {
+		t.Errorf("the long xdstp:// name's right edge is at %v px (want wrapped on screen)", nameRight)
+	}
+	for _, want := range []string{"prod-1", "test-1", "env=prod", reason, "rejected version " + r.VersionInfo} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// Which client was sent which variant: prod-1 took revision 2's prod
+	// variant; test-1 was sent revision 2's test variant and rejected it.
+	if !strings.Contains(holders, "env=prod => prod-1 @2-") ||
+		!regexp.MustCompile(`env=test => test-1 @2-[0-9a-f]+ \(NACKed\)`).MatchString(holders) {
+		t.Errorf("held by:\n%s", holders)
+	}
+	for _, want := range []string{"1 ACKed, 1 NACKed, 0 pending", "test-1 rejected " + r.VersionInfo, "via apply", "updated r"} {
+		if !strings.Contains(revisions, want) {
+			t.Errorf("recent revisions lack %q:\n%s", want, revisions)
+		}
+	}
+	if !diffVisible {
+		t.Error("the revision's diff does not open")
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xdsd/xdsd/internal/rollout"
+)
+
+// Exit codes of apply --wait beyond 0 (every concerned client ACKed).
+const (
+	exitNacked  = 3
+	exitTimeout = 4
+)
+
+// exitError ends a command with a given exit code, its message already
+// printed (or none needed).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+// waitRollout follows revision rev's rollout until every client it
+// concerns has answered or timeout passes, and prints a summary.
+func waitRollout(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) error {
+	q := url.Values{"rev": {strconv.FormatInt(rev, 10)}, "wait": {timeout.String()}}
+	req, err := ac.request(http.MethodGet, "/v1/rollout?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	var rep rollout.Report
+	if err := ac.do(&http.Client{Timeout: timeout + 30*time.Second}, req, &rep); err != nil {
+		return err
+	}
+	printRollout(w, rep, timeout)
+	switch {
+	case rep.Nacked > 0:
+		return exitError{exitNacked, fmt.Sprintf("%s NACKed revision %d", plural(rep.Nacked, "client"), rev)}
+	case !rep.Done:
+		return exitError{exitTimeout, fmt.Sprintf("%d not answered after %v", rep.Pending, timeout)}
+	}
+	return nil
+}
+
+// printRollout prints a rollout summary: counts, then the NACKs with
+// their reasons, then the clients that did not answer.
+func printRollout(w io.Writer, rep rollout.Report, timeout time.Duration) {
+	total := rep.Acked + rep.Nacked + rep.Pending + rep.Unserved
+	if total == 0 {
+		fmt.Fprintf(w, "rollout of revision %d: no connected client subscribes to what changed\n", rep.Revision)
+		return
+	}
+	fmt.Fprintf(w, "rollout of revision %d: %d ACKed, %d NACKed, %d not answered", rep.Revision, rep.Acked, rep.Nacked, rep.Pending)
+	if rep.Pending > 0 {
+		fmt.Fprintf(w, " after %v", timeout)
+	}
+	if rep.Unserved > 0 {
+		fmt.Fprintf(w, ", %d left without a variant (SotW: sent nothing, keeps its copy)", rep.Unserved)
+	}
+	fmt.Fprintln(w)
+	es := append([]rollout.Entry(nil), rep.Entries...)
+	sort.SliceStable(es, func(i, j int) bool { return es[i].Node < es[j].Node })
+	for _, e := range es {
+		if len(e.NoVariant) > 0 {
+			fmt.Fprintf(w, "  NO VARIANT %s %s (%s) %s: nothing matches its parameters now (told it does not exist)\n", short(e.Type), e.Node, e.Address, strings.Join(e.NoVariant, ", "))
+		}
+	}
+	for _, state := range []string{rollout.Nacked, rollout.Pending} {
+		for _, e := range es {
+			if e.State != state {
+				continue
+			}
+			node := e.Node
+			if node == "" {
+				node = "(no node id)"
+			}
+			fmt.Fprintf(w, "  %-8s %s %s (%s) %s", strings.ToUpper(e.State), short(e.Type), node, e.Address, strings.Join(e.Changed, ", "))
+			if e.State == rollout.Nacked {
+				fmt.Fprintf(w, ": version %s: %s", e.Version, e.Error)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/mtls"
+	"github.com/xdsd/xdsd/internal/policy"
+)
+
+// securityFlags are the daemons' TLS, policy and admin credentials
+// (README "Securing xdsd").
+type securityFlags struct {
+	tlsCert, tlsKey, clientCA string
+	policyFile, tokenFile     string
+	insecureAdmin             bool
+
+	// What load made of them.
+	tls    *mtls.Server
+	guard  *policy.Policy
+	tokens *admin.Tokens
+}
+
+func (f *securityFlags) registerSecurity(fs *flag.FlagSet) {
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS on the xDS and admin ports with this certificate (PEM; re-read when it changes)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM; re-read when it changes)")
+	fs.StringVar(&f.clientCA, "client-ca", "", "require xDS clients to present certificates signed by these CAs (mTLS); the admin port accepts them as read credentials")
+	fs.StringVar(&f.policyFile, "policy", "", "authorization policy (YAML): which client identities may see which types and names, and claim which TP2 parameters")
+	fs.StringVar(&f.tokenFile, "admin-token-file", "", "admin API tokens, one a line: TOKEN read|write [NAME]; without it the admin API asks for no credentials")
+	fs.BoolVar(&f.insecureAdmin, "insecure-admin", false, "allow an admin port on a non-loopback address without TLS and a token file")
+}
+
+// load reads the files the flags name; errors name the flag and file.
+func (f *securityFlags) load(adminAddr string, log *slog.Logger) error {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if f.clientCA != "" && f.tlsCert == "" {
+		return usagef("--client-ca needs --tls-cert and --tls-key (client certificates are asked for over TLS)")
+	}
+	if f.tlsCert != "" {
+		s, err := mtls.NewServer(mtls.Files{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.clientCA}, log)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		f.tls = s
+	}
+	if f.policyFile != "" {
+		p, err := policy.Load(f.policyFile)
+		if err != nil {
+			return usagef("--policy: %v", err)
+		}
+		if f.clientCA == "" {
+			log.Warn("--policy without --client-ca: no client has an identity, so only rules without clients apply")
+		}
+		f.guard = p
+	}
+	if f.tokenFile != "" {
+		t, err := admin.LoadTokens(f.tokenFile)
+		if err != nil {
+			return usagef("--admin-token-file: %v", err)
+		}
+		f.tokens = t
+	}
+	if adminAddr != "" && !loopback(adminAddr) && !f.insecureAdmin && (f.tls == nil || f.tokens == nil) {
+		return usagef("--admin-addr %s is not a loopback address: anyone who reaches it could read and change the configuration; "+
+			"give --tls-cert, --tls-key and --admin-token-file, or --insecure-admin to accept that", adminAddr)
+	}
+	return nil
+}
+
+// loopback reports whether a listen address is on the loopback interface
+// only (an empty host or 0.0.0.0 listens everywhere).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// grpcCreds are the xDS port's server options: TLS (with client
+// certificates required when --client-ca is set), or none.
+func (f *securityFlags) grpcCreds() []grpc.ServerOption {
+	if f.tls == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(f.tls.Config(mtls.Require)))}
+}
+
+// adminListener serves TLS on the admin port when configured; client
+// certificates are optional there (tokens are the other credential).
+func (f *securityFlags) adminListener(l net.Listener) net.Listener {
+	if f.tls == nil {
+		return l
+	}
+	return tls.NewListener(l, f.tls.Config(mtls.Optional))
+}
+
+// adminClient is how the commands that call the admin API reach it:
+// --admin (an address, or an http:// or https:// URL), --token-file and
+// --ca-file.
+type adminClient struct {
+	addr, tokenFile, caFile string
+}
+
+func adminFlags(fs *flag.FlagSet, help string) *adminClient {
+	a := &adminClient{}
+	fs.StringVar(&a.addr, "admin", "127.0.0.1:18001", help+" (host:port, or an http:// or https:// URL)")
+	fs.StringVar(&a.tokenFile, "token-file", "", "file holding the admin token to send (its first line)")
+	fs.StringVar(&a.caFile, "ca-file", "", "CA certificates (PEM) to verify an https:// admin API with (default: the system's)")
+	return a
+}
+
+// request makes an admin request, with the token if one is given.
+func (a *adminClient) request(method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequest(method, adminURL(a.addr, path), body)
+	if err != nil {
+		return nil, usagef("--admin %q: %v", a.addr, err)
+	}
+	if a.tokenFile != "" {
+		b, err := os.ReadFile(a.tokenFile)
+		if err != nil {
+			return nil, usagef("--token-file: %v", err)
+		}
+		tok, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		if tok = strings.TrimSpace(tok); tok == "" {
+			return nil, usagef("--token-file %s: empty", a.tokenFile)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return req, nil
+}
+
+// client is base, verifying the admin API's certificate with --ca-file.
+func (a *adminClient) client(base *http.Client) (*http.Client, error) {
+	if a.caFile == "" {
+		return base, nil
+	}
+	pem, err := os.ReadFile(a.caFile)
+	if err != nil {
+		return nil, usagef("--ca-file: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usagef("--ca-file %s: no PEM certificate in it", a.caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	c := *base
+	c.Transport = tr
+	return &c, nil
+}
+
+// do sends an admin request through call.
+func (a *adminClient) do(base *http.Client, req *http.Request, out any) error {
+	c, err := a.client(base)
+	if err != nil {
+		return err
+	}
+	return call(c, req, out)
+}

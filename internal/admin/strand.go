@@ -1,0 +1,183 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// A guard rail for TP2: an apply or delete after which a resource still
+// has variants but none for the parameters a connected client subscribes
+// to it with — when one matches them now — is refused before it happens (409, naming each client, its parameters and the resource), and
+// goes ahead only when forced. Such a client would be told the resource
+// does not exist: with variants, removing "the variant for env=test" is
+// easy to do by accident and silent otherwise.
+
+// maxStranded bounds the clients a refusal lists.
+const maxStranded = 20
+
+// StrandedError is the refusal of a batch that would strand clients.
+type StrandedError struct {
+	Clients []string
+	More    int
+}
+
+func (e *StrandedError) Error() string {
+	msg := fmt.Sprintf("%s subscribed to a resource with parameters that a variant matches now and none would after this change: "+
+		"they would be told it does not exist; nothing was applied (force=true, --force, does it anyway)", plural(len(e.Clients)+e.More, "client is", "clients are"))
+	for _, c := range e.Clients {
+		msg += "\n  " + c
+	}
+	if e.More > 0 {
+		msg += fmt.Sprintf("\n  ... and %d more", e.More)
+	}
+	return msg
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+type group struct{ typ, name string }
+
+// stranded checks batch b against the connected clients (Options.Clients)
+// and the store's current variants; it returns a *StrandedError, or nil.
+func (a *api) stranded(ctx context.Context, b store.Batch) error {
+	if a.o.Clients == nil || a.o.Store == nil {
+		return nil
+	}
+	var clients []pageClient
+	if err := asJSON(a.o.Clients(), &clients); err != nil || len(clients) == 0 {
+		return nil
+	}
+	type subscriber struct {
+		c      *pageClient
+		params map[string]string
+	}
+	subs := map[group][]subscriber{}
+	for i := range clients {
+		c := &clients[i]
+		for _, t := range c.Types {
+			typ, err := resource.Lookup(t.Type)
+			if err != nil {
+				continue
+			}
+			for _, s := range t.Subscriptions {
+				subs[group{typ.URL, s.Name}] = append(subs[group{typ.URL, s.Name}], subscriber{c, s.Params})
+			}
+		}
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	// What each touched resource that clients subscribe to will hold: a
+	// put replaces the variant set; a delete removes all, or one variant.
+	// (Only those: a batch of 100,000 resources costs no copy of itself.)
+	after := map[group][]*resource.Variant{}
+	for _, v := range b.Puts {
+		if g := (group{v.Type.URL, v.Name}); subs[g] != nil {
+			after[g] = append(after[g], v)
+		}
+	}
+	touched := map[group]bool{} // groups both deleted and put
+	for _, d := range b.Deletes {
+		touched[group{d.Type, d.Name}] = false
+	}
+	for _, v := range b.Puts {
+		if _, ok := touched[group{v.Type.URL, v.Name}]; ok {
+			touched[group{v.Type.URL, v.Name}] = true
+		}
+	}
+	rev := a.o.Store.Rev()
+	var out []string
+	more := 0
+	check := func(g group, next []*resource.Variant) error {
+		ss := subs[g]
+		if len(ss) == 0 || len(next) == 0 {
+			// Deleting a resource outright is what the operator asked
+			// for; the guard is for variant sets that stop covering
+			// some clients' parameters.
+			return nil
+		}
+		now, err := a.o.Store.StateAt(ctx, rev, store.Filter{Type: g.typ, Name: g.name})
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			p := constraint.Params(s.params)
+			if !anyMatch(now, p) || anyMatch(next, p) {
+				continue
+			}
+			if len(out) == maxStranded {
+				more++
+				continue
+			}
+			node := s.c.NodeID
+			if node == "" {
+				node = "(no node id)"
+			}
+			out = append(out, fmt.Sprintf("%s %s: client %s (%s) with %s", resource.ForURL(g.typ).Name, g.name, node, s.c.Address, paramsText(s.params)))
+		}
+		return nil
+	}
+	for g, next := range after {
+		if err := check(g, next); err != nil {
+			return err
+		}
+	}
+	for _, d := range b.Deletes {
+		g := group{d.Type, d.Name}
+		if touched[g] || subs[g] == nil {
+			continue // put and deleted: the batch is refused anyway; or no subscriber
+		}
+		var next []*resource.Variant
+		if !d.All {
+			now, err := a.o.Store.StateAt(ctx, rev, store.Filter{Type: g.typ, Name: g.name})
+			if err != nil {
+				return err
+			}
+			for _, v := range now {
+				if v.Constraints.Key() != d.Constraints {
+					next = append(next, v)
+				}
+			}
+		}
+		if err := check(g, next); err != nil {
+			return err
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	sort.Strings(out)
+	return &StrandedError{Clients: out, More: more}
+}
+
+func anyMatch(vs []*resource.Variant, p constraint.Params) bool {
+	for _, v := range vs {
+		if v.Constraints.Match(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func paramsText(p map[string]string) string {
+	if len(p) == 0 {
+		return "no parameters"
+	}
+	kv := make([]string, 0, len(p))
+	for k, v := range p {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, ", ")
+}

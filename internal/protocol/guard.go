@@ -1,0 +1,117 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/mtls"
+	"github.com/xdsd/xdsd/internal/redact"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Guard is an authorization policy (xdsd --policy; internal/policy
+// implements it). The engine only asks it: what a stream's client may
+// receive, and which dynamic parameter values it may claim. A client's
+// identity is the URI SAN of its verified certificate ("" without mTLS).
+type Guard interface {
+	// Allow returns "" when identity may receive the resource typeURL
+	// name, or the reason it may not (a short word, the label of
+	// xdsd_denied_total).
+	Allow(identity, typeURL, name string) string
+	// Claim returns an error naming the first parameter of params that
+	// identity may not claim, or nil.
+	Claim(identity string, params map[string]string) error
+}
+
+// denyMetric counts refusals by reason.
+func denyMetric() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_denied_total",
+		Help: "Subscriptions answered as if the resource did not exist, and streams ended, because the policy denies them, by reason."},
+		[]string{"reason"})
+}
+
+// hidden is the filter desire applies to what a stream may be sent: nil
+// without a policy, else a function reporting whether a name is denied
+// (answered as if it did not exist: docs/protocol.md §2.2 absent for a
+// named subscription, left out of a wildcard or glob).
+func (s *stream) hidden(typeURL string) func(name string) bool {
+	g := s.srv.opts.Guard
+	if g == nil {
+		return nil
+	}
+	return func(name string) bool { return g.Allow(s.identity, typeURL, name) != "" }
+}
+
+// screen counts and logs (rate-limited) a named subscription the policy
+// denies; desire then answers it as absent (s.mu held).
+func (s *stream) screen(w *db.Sub) {
+	g := s.srv.opts.Guard
+	if g == nil || w.Kind != db.Named {
+		return
+	}
+	reason := g.Allow(s.identity, w.Type, w.Name)
+	if reason == "" {
+		return
+	}
+	s.srv.metrics.denied.WithLabelValues(reason).Inc()
+	if suppressed, ok := s.denyLog.allow(time.Now()); ok {
+		s.srv.log.Warn("subscription denied by policy; answered as if the resource did not exist",
+			"stream", s.id, "identity", s.identity, "address", s.addr, "type", w.Type,
+			"name", truncate(w.Name, maxLoggedText), "reason", reason, "suppressed", suppressed)
+	}
+}
+
+// claim checks parameters the client claims (where: "node metadata" or a
+// locator); a refused claim ends the stream with PERMISSION_DENIED.
+func (s *stream) claim(params map[string]string, where string) error {
+	g := s.srv.opts.Guard
+	if g == nil || len(params) == 0 {
+		return nil
+	}
+	if err := g.Claim(s.identity, params); err != nil {
+		s.srv.metrics.denied.WithLabelValues("param").Inc()
+		s.srv.log.Warn("stream ended: parameter claim denied by policy", "stream", s.id, "identity", s.identity,
+			"address", s.addr, "in", where, "error", err)
+		return status.Errorf(codes.PermissionDenied, "%s: %v", where, err)
+	}
+	return nil
+}
+
+// csdsConfig is a variant as CSDS shows it: its secrets (the fields
+// marked udpa.annotations.sensitive) replaced by digests, as Envoy's own
+// config dump does.
+func csdsConfig(v *resource.Variant) *anypb.Any {
+	raw := &anypb.Any{TypeUrl: v.PayloadURL, Value: v.Body()}
+	m, err := v.Message()
+	if err != nil {
+		return raw
+	}
+	r := redact.Message(m)
+	if r == m {
+		return raw
+	}
+	a, err := anypb.New(r)
+	if err != nil {
+		return raw
+	}
+	a.TypeUrl = v.PayloadURL
+	return a
+}
+
+// csdsVisible filters a CSDS answer for its caller: with a Guard, only
+// the resources the caller's own identity may receive are shown, so that
+// CSDS tells no one what the policy hides from them.
+func (s *Server) csdsVisible(ctx context.Context) func(typeURL, name string) bool {
+	g := s.opts.Guard
+	if g == nil {
+		return nil
+	}
+	who := mtls.FromContext(ctx)
+	return func(typeURL, name string) bool { return g.Allow(who, typeURL, name) == "" }
+}

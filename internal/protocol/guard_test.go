@@ -1,0 +1,157 @@
+package protocol_test
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"testing"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/policy"
+	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/testpki"
+	"github.com/xdsd/xdsd/resource"
+)
+
+func mustPolicy(t *testing.T, src string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse([]byte(src), "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Rules without clients cover the streams of these tests (no mTLS, so no
+// identity): clusters named public-*, and the barrier secrets.
+const publicPolicy = `rules:
+- types: [cds]
+  names: ["public-*"]
+- types: [sds]
+`
+
+func withGuard(g protocol.Guard) func(*protocol.Options) {
+	return func(o *protocol.Options) { o.Guard = g }
+}
+
+// SotW: what the policy denies is never sent, named or by wildcard.
+func TestGuardSotW(t *testing.T) {
+	h := newHarness(t, withGuard(mustPolicy(t, publicPolicy)))
+	h.put(cluster("public-a"), cluster("private-b"))
+
+	wild := h.sotw(node("wild", nil))
+	wild.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+	r := wild.Recv()
+	if got := sotwNames(t, r); !slices.Equal(got, []string{"public-a"}) {
+		t.Fatalf("wildcard: %v, want only public-a", got)
+	}
+	wild.Ack(r)
+
+	named := h.sotw(node("named", nil))
+	named.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"public-a", "private-b"}})
+	r = named.Recv()
+	if got := sotwNames(t, r); !slices.Equal(got, []string{"public-a"}) {
+		t.Fatalf("named: %v, want only public-a", got)
+	}
+	named.Ack(r, "public-a", "private-b")
+
+	// A change of a denied resource sends nothing; one of an allowed
+	// one, only what is allowed.
+	h.put(cluster("private-c"))
+	h.put(cluster("public-d"))
+	r = wild.Recv()
+	if got := sotwNames(t, r); !slices.Equal(got, []string{"public-a", "public-d"}) {
+		t.Fatalf("wildcard after changes: %v", got)
+	}
+	wild.Ack(r)
+	wild.Barrier(h.putSecret)
+}
+
+// Delta: a denied named subscription is answered as removed (as if it did
+// not exist); a wildcard leaves denied names out.
+func TestGuardDelta(t *testing.T) {
+	h := newHarness(t, withGuard(mustPolicy(t, publicPolicy)))
+	h.put(cluster("public-a"), cluster("private-b"))
+
+	d := h.delta(node("d", nil))
+	d.Sub(resource.ClusterURL, "public-a", "private-b")
+	r := d.Recv()
+	if len(r.Resources) != 1 || r.Resources[0].Name != "public-a" || !slices.Equal(r.RemovedResources, []string{"private-b"}) {
+		t.Fatalf("named: %s", describe(r))
+	}
+	d.Ack(r)
+
+	w := h.delta(node("w", nil))
+	w.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL})
+	r = w.Recv()
+	if len(r.Resources) != 1 || r.Resources[0].Name != "public-a" || len(r.RemovedResources) != 0 {
+		t.Fatalf("wildcard: %s", describe(r))
+	}
+	w.Ack(r)
+	h.put(cluster("private-b"), cluster("private-c"))
+	w.Barrier(h.putSecret)
+	d.Barrier(h.putSecret)
+}
+
+// Streams in step share computations (memo.go), but not across
+// identities the policy tells apart: each gets its own names.
+func TestGuardIdentities(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	srvCert := ca.Leaf(t, testpki.LeafOpts{Server: true})
+	d := db.New(db.Hooks{})
+	ps := protocol.NewServer(d, protocol.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Guard: mustPolicy(t, `rules:
+- clients: ["spiffe://t/a"]
+  names: ["a-*"]
+- clients: ["spiffe://t/b"]
+  names: ["b-*"]
+`)})
+	g := grpc.NewServer(protocol.ServerCodec(), grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{srvCert.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})))
+	ps.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn := func(id string) *grpc.ClientConn {
+		c, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Leaf(t, testpki.LeafOpts{URI: id}).TLS}})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	h := &harness{t: t, db: d, srv: ps}
+	h.put(cluster("a-1"), cluster("b-1"))
+	streams := map[string]*protocoltest.SotW{}
+	for _, id := range []string{"a", "b"} {
+		s := protocoltest.NewSotW(t, conn("spiffe://t/"+id), node(id, nil))
+		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+		r := s.Recv()
+		if got := sotwNames(t, r); !slices.Equal(got, []string{id + "-1"}) {
+			t.Fatalf("%s: %v", id, got)
+		}
+		s.Ack(r)
+		streams[id] = s
+	}
+	h.put(cluster("a-2"), cluster("b-2"))
+	for id, s := range streams {
+		if got := sotwNames(t, s.Recv()); !slices.Equal(got, []string{id + "-1", id + "-2"}) {
+			t.Errorf("%s after a change: %v", id, got)
+		}
+	}
+	for _, c := range ps.Clients() {
+		if c.Identity != "spiffe://t/"+c.NodeID {
+			t.Errorf("client %s has identity %q", c.NodeID, c.Identity)
+		}
+	}
+}

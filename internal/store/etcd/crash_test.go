@@ -1,0 +1,237 @@
+package etcd_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/etcd"
+	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/resource"
+)
+
+const crashEnv = "XDSD_ETCD_CRASH_CHILD"
+
+type crashJob struct {
+	Endpoints []string
+	Prefix    string
+	Round     int
+	N         int
+	Point     string // staging, committed, copying; "" to be killed after the ack
+	Nth       int    // die at the Nth time the point is reached
+}
+
+func crashBatch(round, n int) store.Batch {
+	tag := strconv.Itoa(round)
+	b := store.Batch{Puts: clusters(n, "b"+tag+"-", tag), Meta: map[string][]byte{"last": []byte(tag)}}
+	b.Puts = append(b.Puts, storetest.Route("shared", "", tag))
+	return b
+}
+
+// crashChildMain runs the child writer when the test binary is started as
+// one, and reports whether it was.
+func crashChildMain() bool {
+	env := os.Getenv(crashEnv)
+	if env == "" {
+		return false
+	}
+	var j crashJob
+	if err := json.Unmarshal([]byte(env), &j); err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: j.Endpoints, Prefix: j.Prefix, LeaseTTL: time.Second})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	seen := 0
+	etcd.SetCrashHook(func(p string) {
+		if p == j.Point {
+			if seen++; seen == j.Nth {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+	})
+	r, err := s.Apply(context.Background(), crashBatch(j.Round, j.N))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	fmt.Printf("ack %d\n", r.Rev)
+	select {} // until killed
+}
+
+// A writer killed with SIGKILL at several points of a large batch's write
+// (while staging it, right after its commit, while copying it): a replica
+// following throughout, and one started afterwards, see every batch whole
+// or not at all; acknowledged batches are there; a batch killed after its
+// commit is finished by the next writer; a dead writer's staged chunks are
+// cleaned up.
+func TestWriterKilledMidApply(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	p := freshPrefix()
+	follower := open(t, c, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	w := store.Watch(follower, store.FromStart)
+	if _, err := w.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := bigBatch()
+	rounds := []struct {
+		point   string
+		nth     int
+		present bool
+	}{
+		{"staging", 1, false},
+		{"committed", 1, true},
+		{"copying", 5, true},
+		{"staging", 1, false},
+		{"", 0, true},
+	}
+	var applied []int // rounds whose batch is committed
+	for round, rd := range rounds {
+		job, _ := json.Marshal(crashJob{Endpoints: c.Endpoints(), Prefix: p, Round: round, N: n, Point: rd.point, Nth: rd.nth})
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashEnv+"="+string(job))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		acked := false
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "ack ") {
+				acked = true
+				break
+			}
+			t.Fatalf("round %d: child said %q", round, line)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if acked != (rd.point == "") {
+			t.Fatalf("round %d: acknowledged %v", round, acked)
+		}
+		if rd.present {
+			applied = append(applied, round)
+		}
+		// A later writer finishes a committed copy; a fresh replica and
+		// the follower agree and hold exactly the committed batches.
+		if _, err := follower.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("after"+strconv.Itoa(round), "", "x")}}); err != nil {
+			t.Fatal(err)
+		}
+		fresh := open(t, c, p)
+		waitRev(t, follower, fresh.Rev())
+		checkCrashState(t, round, fresh, n, applied)
+		sameVersions(t, fmt.Sprintf("round %d: follower and fresh replica", round), versions(t, follower), versions(t, fresh))
+		fresh.Close()
+	}
+	// Every change set the follower saw held whole batches.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	for w.Rev() < follower.Rev() {
+		cs, err := w.Next(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[string]int{}
+		for _, v := range cs.Puts {
+			if strings.HasPrefix(v.Name, "b") {
+				r, _, _ := strings.Cut(v.Name[1:], "-")
+				count[r]++
+			}
+		}
+		for r, k := range count {
+			if k != n {
+				t.Errorf("the follower saw %d of batch %s's %d variants in one change set", k, r, n)
+			}
+		}
+	}
+	// Abandoned staging is gone once its lease expired and a large apply
+	// came by.
+	cl := c.Client(t)
+	waitFor(t, "the dead writers' leases to expire", func() bool {
+		r, err := cl.Get(ctx, p+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return false
+		}
+		for _, kv := range r.Kvs {
+			if strings.HasSuffix(string(kv.Key), "/m") {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := follower.Apply(ctx, store.Batch{Puts: clusters(500, "cleanup", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.Get(ctx, p+"s/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || r.Count != 0 {
+		t.Fatalf("staged keys left after clean-up: %d %v", r.Count, err)
+	}
+}
+
+func checkCrashState(t *testing.T, round int, s store.Store, n int, applied []int) {
+	t.Helper()
+	cs, err := s.Changes(context.Background(), store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, vers := map[string]int{}, map[string]map[string]bool{}
+	shared := ""
+	for _, v := range cs.Puts {
+		if v.Name == "shared" {
+			shared = string(v.Body())
+			continue
+		}
+		if !strings.HasPrefix(v.Name, "b") {
+			continue
+		}
+		r, _, _ := strings.Cut(v.Name[1:], "-")
+		count[r]++
+		if vers[r] == nil {
+			vers[r] = map[string]bool{}
+		}
+		vers[r][v.Version] = true
+	}
+	want := map[string]bool{}
+	for _, r := range applied {
+		want[strconv.Itoa(r)] = true
+	}
+	for r, k := range count {
+		if !want[r] || k != n || len(vers[r]) != 1 {
+			t.Errorf("round %d: batch %s has %d of %d variants at %d versions (committed: %v)", round, r, k, n, len(vers[r]), want[r])
+		}
+	}
+	for r := range want {
+		if count[r] == 0 {
+			t.Errorf("round %d: committed batch %s is missing", round, r)
+		}
+	}
+	if len(applied) > 0 {
+		last := strconv.Itoa(applied[len(applied)-1])
+		if got, err := s.Meta(context.Background(), "last"); err != nil || string(got) != last {
+			t.Errorf("round %d: metadata names batch %q, want %s (%v)", round, got, last, err)
+		}
+		if !strings.Contains(shared, last) {
+			t.Errorf("round %d: the shared resource is not batch %s's", round, last)
+		}
+	}
+}

@@ -1,0 +1,853 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Limits of one etcd request, under etcd's defaults (--max-txn-ops 128,
+// --max-request-bytes 1.5 MiB).
+const (
+	txnOps      = 120
+	chunkBytes  = 1 << 20
+	inlineBytes = 512 << 10
+	pageSize    = 5000
+)
+
+// DefaultHistory is how many revisions are kept: their records and undo
+// data in etcd (history, rollback), and in each replica's memory with
+// their change log (watchers resuming from a revision).
+const DefaultHistory = 1000
+
+// ErrContended is returned by an Apply that lost the race for the commit
+// to other writers MaxAttempts times in a row.
+var ErrContended = errors.New("etcd store: other writers committed first every time; nothing was applied, retry")
+
+// ErrUnreachable wraps the error of an Apply that could not reach etcd.
+var ErrUnreachable = errors.New("etcd unreachable")
+
+// Options tune a Store.
+type Options struct {
+	// Endpoints are the etcd members, host:port.
+	Endpoints []string
+	// Prefix is the key prefix everything is kept under ("/xdsd/" when
+	// empty). Replicas sharing a prefix share a state.
+	Prefix string
+	// RequestTimeout bounds each etcd request of an Apply, so that an
+	// unreachable etcd fails it fast (5s when zero).
+	RequestTimeout time.Duration
+	// LeaseTTL is how long a dead writer's staged batch is kept before it
+	// may be cleaned up (30s when zero).
+	LeaseTTL time.Duration
+	// MaxAttempts is how many times an Apply plans again after another
+	// writer committed first (20 when zero).
+	MaxAttempts int
+	// History is how many revisions of changes are kept in memory
+	// (DefaultHistory when zero).
+	History int
+	// Logger receives the watch's troubles (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+// ParseURL parses etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
+func ParseURL(u string) (Options, error) {
+	rest, ok := strings.CutPrefix(u, "etcd://")
+	if !ok {
+		return Options{}, fmt.Errorf("%q: want etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", u)
+	}
+	hosts, prefix, _ := strings.Cut(rest, "/")
+	var o Options
+	for h := range strings.SplitSeq(hosts, ",") {
+		if h == "" || !strings.Contains(h, ":") {
+			return Options{}, fmt.Errorf("%q: endpoint %q: want HOST:PORT", u, h)
+		}
+		o.Endpoints = append(o.Endpoints, h)
+	}
+	if prefix != "" {
+		o.Prefix = "/" + strings.Trim(prefix, "/") + "/"
+	}
+	return o, nil
+}
+
+// head is the record readers follow.
+type head struct {
+	Rev int64 `json:"rev"`
+	// Batch names the staged batch of the last commit ("" when it was
+	// committed inline, in Plan).
+	Batch string `json:"batch,omitempty"`
+	// Applied says the staged batch has been copied into r/ and m/.
+	Applied bool   `json:"applied,omitempty"`
+	Plan    []byte `json:"plan,omitempty"`
+}
+
+// Store is a store.Store kept in etcd.
+type Store struct {
+	c      *clientv3.Client
+	o      Options
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	rev       int64
+	headVer   int64 // etcd version of the head the copy holds (0: none)
+	data      map[[2]string]map[string]*resource.Variant
+	meta      map[string][]byte
+	hist      []entry
+	compacted int64
+	notify    store.Notifier
+	closed    bool
+	unreach   string // why etcd was last found unreachable, "" when fine
+}
+
+type entry struct {
+	rev  int64
+	keys []resource.Key
+	rec  store.Revision
+	undo map[resource.Key]*resource.Variant
+}
+
+// Open connects to etcd, loads the state under the prefix and follows it.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if len(o.Endpoints) == 0 {
+		return nil, errors.New("etcd store: no endpoints")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "/xdsd/"
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Second
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 30 * time.Second
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 20
+	}
+	if o.History <= 0 {
+		o.History = DefaultHistory
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:           o.Endpoints,
+		DialTimeout:         o.RequestTimeout,
+		Logger:              zap.NewNop(),
+		MaxCallSendMsgSize:  2 << 20,
+		MaxCallRecvMsgSize:  1 << 30,
+		PermitWithoutStream: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd store %s: %w", strings.Join(o.Endpoints, ","), err)
+	}
+	s := &Store{c: c, o: o, log: o.Logger, data: map[[2]string]map[string]*resource.Variant{}, meta: map[string][]byte{}, done: make(chan struct{})}
+	lctx, cancel := context.WithTimeout(ctx, 4*o.RequestTimeout)
+	defer cancel()
+	erev, err := s.reload(lctx)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("etcd store %s: loading %s: %w", strings.Join(o.Endpoints, ","), o.Prefix, unreachable(err))
+	}
+	s.cleanStaging(lctx)
+	wctx, wcancel := context.WithCancel(context.Background())
+	s.cancel = wcancel
+	go s.follow(wctx, erev)
+	return s, nil
+}
+
+func (s *Store) key(parts ...string) string { return s.o.Prefix + strings.Join(parts, "") }
+
+func (s *Store) headKey() string { return s.key("head") }
+
+func unreachable(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrNoLeader) {
+		return fmt.Errorf("%w (no answer from a quorum): %v", ErrUnreachable, err)
+	}
+	return err
+}
+
+// rctx bounds one request.
+func (s *Store) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.o.RequestTimeout)
+}
+
+// Unreachable says why etcd could not be reached the last time the store
+// tried, or "" when it could: /readyz shows it while the replica keeps
+// serving what it holds.
+func (s *Store) Unreachable() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unreach
+}
+
+func (s *Store) setReach(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.unreach = ""
+	} else {
+		s.unreach = fmt.Sprintf("etcd store unreachable (%s): %v", strings.Join(s.o.Endpoints, ","), err)
+	}
+}
+
+// plan operations, as staged and as carried in head.
+const (
+	opPut     = 1 // bytes: resKey, record
+	opDelete  = 2 // bytes: resKey
+	opMeta    = 3 // bytes: key, value
+	opDelMeta = 4 // bytes: key
+	opRev     = 5 // bytes: revision (16 digits), record without its changes
+	opChange  = 6 // bytes: revision/resKey, change kind byte and the variant it replaced
+)
+
+// Change kinds, the first byte of an opChange value.
+const (
+	chCreated = 'c'
+	chUpdated = 'u'
+	chDeleted = 'd'
+)
+
+func revKey(rev int64) string { return fmt.Sprintf("%016d", rev) }
+
+type op struct {
+	kind int
+	key  []byte // resource key or metadata key
+	val  []byte // record or metadata value
+}
+
+func (o op) size() int { return len(o.key) + len(o.val) + 16 }
+
+func (o op) hasVal() bool { return o.kind != opDelete && o.kind != opDelMeta }
+
+func encodeOp(b []byte, o op) []byte {
+	var in []byte
+	in = protowire.AppendBytes(in, o.key)
+	if o.hasVal() {
+		in = protowire.AppendBytes(in, o.val)
+	}
+	b = protowire.AppendTag(b, protowire.Number(o.kind), protowire.BytesType)
+	return protowire.AppendBytes(b, in)
+}
+
+func decodeOps(b []byte) ([]op, error) {
+	var out []op
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil, errors.New("corrupt staged batch")
+		}
+		b = b[n:]
+		in, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, errors.New("corrupt staged batch")
+		}
+		b = b[n:]
+		o := op{kind: int(num)}
+		k, n := protowire.ConsumeBytes(in)
+		if n < 0 {
+			return nil, errors.New("corrupt staged batch")
+		}
+		o.key = k
+		if o.hasVal() {
+			v, m := protowire.ConsumeBytes(in[n:])
+			if m < 0 {
+				return nil, errors.New("corrupt staged batch")
+			}
+			o.val = v
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// etcdOp is the write that materializes o under r/ or m/.
+func (s *Store) etcdOp(o op) clientv3.Op {
+	switch o.kind {
+	case opPut:
+		return clientv3.OpPut(s.key("r/", string(o.key)), string(o.val))
+	case opDelete:
+		return clientv3.OpDelete(s.key("r/", string(o.key)))
+	case opMeta:
+		return clientv3.OpPut(s.key("m/", string(o.key)), string(o.val))
+	case opRev:
+		return clientv3.OpPut(s.key("hr/", string(o.key)), string(o.val))
+	case opChange:
+		return clientv3.OpPut(s.key("hu/", string(o.key)), string(o.val))
+	default:
+		return clientv3.OpDelete(s.key("m/", string(o.key)))
+	}
+}
+
+// trimOps delete the history older than the History revisions up to rev.
+func (s *Store) trimOps(rev int64) []clientv3.Op {
+	keep := rev - int64(s.o.History) + 1
+	if keep <= 1 {
+		return nil
+	}
+	return []clientv3.Op{
+		clientv3.OpDelete(s.key("hr/"), clientv3.WithRange(s.key("hr/", revKey(keep)))),
+		clientv3.OpDelete(s.key("hu/"), clientv3.WithRange(s.key("hu/", revKey(keep)))),
+	}
+}
+
+// mirrorReader plans against the replica's copy; the commit's compare on
+// head makes sure the copy was current.
+type mirrorReader struct{ s *Store }
+
+func (r mirrorReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
+	m := r.s.data[[2]string{typeURL, name}]
+	out := make([]*resource.Variant, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Constraints.Key() < out[j].Constraints.Key() })
+	return out, nil
+}
+
+// Apply implements store.Store.
+func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, err
+	}
+	for attempt := 0; attempt < s.o.MaxAttempts; attempt++ {
+		if s.isClosed() {
+			return store.Result{}, store.ErrClosed
+		}
+		res, retry, err := s.try(ctx, b)
+		if err != nil {
+			if errors.Is(err, ErrUnreachable) {
+				s.setReach(err)
+			}
+			return store.Result{}, err
+		}
+		s.setReach(nil)
+		if !retry {
+			return res, nil
+		}
+		if attempt > 2 {
+			select { // back off a little when contended
+			case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+			case <-ctx.Done():
+				return store.Result{}, ctx.Err()
+			}
+		}
+	}
+	return store.Result{}, ErrContended
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// readHead reads head at the current etcd revision. While the probe finds
+// etcd unreachable, it waits only a second for it, so that an apply fails
+// fast.
+func (s *Store) readHead(ctx context.Context) (*clientv3.GetResponse, error) {
+	rctx, cancel := s.rctx(ctx)
+	defer cancel()
+	if s.Unreachable() != "" {
+		rctx, cancel = context.WithTimeout(rctx, time.Second)
+		defer cancel()
+	}
+	resp, err := s.c.Get(rctx, s.headKey())
+	if err != nil {
+		return nil, unreachable(err)
+	}
+	return resp, nil
+}
+
+func decodeHead(b []byte) (head, error) {
+	var h head
+	if err := json.Unmarshal(b, &h); err != nil {
+		return head{}, fmt.Errorf("corrupt head: %w", err)
+	}
+	return h, nil
+}
+
+// try makes one attempt: retry reports that another writer committed
+// first.
+func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, error) {
+	resp, err := s.readHead(ctx)
+	if err != nil {
+		return store.Result{}, false, err
+	}
+	var h head
+	var modRev, ver int64
+	if len(resp.Kvs) == 1 {
+		kv := resp.Kvs[0]
+		modRev, ver = kv.ModRevision, kv.Version
+		if h, err = decodeHead(kv.Value); err != nil {
+			return store.Result{}, false, err
+		}
+		if h.Batch != "" && !h.Applied {
+			// A committed batch whose copy into r/ was not finished.
+			if err := s.materialize(ctx, h, modRev); err != nil {
+				return store.Result{}, false, err
+			}
+			return store.Result{}, true, nil
+		}
+	}
+	if err := s.syncTo(ctx, resp); err != nil {
+		return store.Result{}, false, err
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.Result{}, false, store.ErrClosed
+	}
+	if s.headVer != ver { // the watch moved the copy on meanwhile
+		s.mu.Unlock()
+		return store.Result{}, true, nil
+	}
+	if err := store.CheckIfRev(b, h.Rev); err != nil {
+		s.mu.Unlock()
+		return store.Result{}, false, err
+	}
+	p, err := store.MakePlan(mirrorReader{s}, b, h.Rev+1)
+	if err != nil {
+		s.mu.Unlock()
+		return store.Result{}, false, err
+	}
+	metaChanged := false
+	for k, v := range p.Meta {
+		if !bytes.Equal(s.meta[k], v) || (v == nil) != (s.meta[k] == nil) {
+			metaChanged = true
+		}
+	}
+	s.mu.Unlock()
+	if p.Empty() && !metaChanged {
+		return store.Result{Rev: h.Rev}, false, nil
+	}
+
+	nh := head{Rev: h.Rev}
+	if !p.Empty() {
+		nh.Rev++
+	}
+	ops, err := planOps(p, nh.Rev, b.Audit)
+	if err != nil {
+		return store.Result{}, false, err
+	}
+	size := 0
+	for _, o := range ops {
+		size += o.size()
+	}
+	var cmp clientv3.Cmp
+	if ver == 0 {
+		cmp = clientv3.Compare(clientv3.CreateRevision(s.headKey()), "=", 0)
+	} else {
+		cmp = clientv3.Compare(clientv3.ModRevision(s.headKey()), "=", modRev)
+	}
+
+	var commitRev int64
+	if len(ops) <= txnOps && size <= inlineBytes {
+		var enc []byte
+		for _, o := range ops {
+			enc = encodeOp(enc, o)
+		}
+		nh.Plan = enc
+		hb, _ := json.Marshal(nh)
+		then := []clientv3.Op{clientv3.OpPut(s.headKey(), string(hb))}
+		for _, o := range ops {
+			then = append(then, s.etcdOp(o))
+		}
+		then = append(then, s.trimOps(nh.Rev)...)
+		rctx, cancel := s.rctx(ctx)
+		tr, err := s.c.Txn(rctx).If(cmp).Then(then...).Commit()
+		cancel()
+		if err != nil {
+			return store.Result{}, false, s.commitErr(ctx, err)
+		}
+		if !tr.Succeeded {
+			return store.Result{}, true, nil
+		}
+		commitRev = tr.Header.Revision
+	} else {
+		rev, id, won, err := s.commitStaged(ctx, ops, nh, cmp)
+		if err != nil || !won {
+			return store.Result{}, !won && err == nil, err
+		}
+		commitRev = rev
+		if err := s.materialize(ctx, head{Rev: nh.Rev, Batch: id}, commitRev); err != nil {
+			// Committed all the same: the next writer finishes the copy.
+			s.log.Warn("etcd store: copying a committed batch failed; the next apply finishes it", "rev", nh.Rev, "err", err)
+		}
+	}
+	// Bring the copy to the commit: directly when nothing came between.
+	s.mu.Lock()
+	if s.headVer == ver {
+		s.applyOps(nh.Rev, ops)
+		s.headVer = ver + 1
+	}
+	s.mu.Unlock()
+	if err := s.waitVer(ctx, ver+1, commitRev); err != nil {
+		return store.Result{}, false, err
+	}
+	if p.Empty() {
+		return store.Result{Rev: h.Rev}, false, nil
+	}
+	return p.Result(nh.Rev), false, nil
+}
+
+// commitErr explains a failed commit: whether it landed is unknown when
+// the request timed out, so say so.
+func (s *Store) commitErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("etcd store: commit: %w (whether it landed is unknown if etcd went away during it: read the store)", unreachable(err))
+}
+
+// waitVer makes sure the copy holds head version ver (etcd revision erev),
+// catching up from etcd when the watch has not brought it yet.
+func (s *Store) waitVer(ctx context.Context, ver, erev int64) error {
+	s.mu.Lock()
+	have := s.headVer
+	s.mu.Unlock()
+	if have >= ver {
+		return nil
+	}
+	rctx, cancel := s.rctx(ctx)
+	defer cancel()
+	resp, err := s.c.Get(rctx, s.headKey(), clientv3.WithRev(erev))
+	if err != nil {
+		return unreachable(err)
+	}
+	return s.syncTo(ctx, resp)
+}
+
+// planOps turns plan p, committed as revision rev, into the writes that
+// store it: the variants and metadata, and the revision's history record
+// and undo data.
+func planOps(p store.Plan, rev int64, a store.Audit) ([]op, error) {
+	var ops []op
+	if !p.Empty() {
+		r := store.NewRevision(rev, time.Now(), a, p)
+		r.Changes = nil // kept as opChange, one per key
+		rb, err := store.MarshalRevision(r)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op{kind: opRev, key: []byte(revKey(rev)), val: rb})
+		change := func(k resource.Key, kind byte) error {
+			val := []byte{kind}
+			if prev := p.Prev[k]; prev != nil {
+				pb, err := store.EncodeRecord(prev)
+				if err != nil {
+					return err
+				}
+				val = append(val, pb...)
+			}
+			ops = append(ops, op{kind: opChange, key: append([]byte(revKey(rev)+"/"), store.ResKey(k)...), val: val})
+			return nil
+		}
+		for _, v := range p.Puts {
+			kind := byte(chCreated)
+			if p.Prev[v.Key()] != nil {
+				kind = chUpdated
+			}
+			if err := change(v.Key(), kind); err != nil {
+				return nil, err
+			}
+		}
+		for _, k := range p.Deletes {
+			if err := change(k, chDeleted); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, k := range p.Deletes {
+		ops = append(ops, op{kind: opDelete, key: store.ResKey(k)})
+	}
+	for _, v := range p.Puts {
+		rec, err := store.EncodeRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		o := op{kind: opPut, key: store.ResKey(v.Key()), val: rec}
+		if o.size() > chunkBytes {
+			return nil, &store.BatchError{Problems: []error{fmt.Errorf("%s is %d bytes, more than etcd takes in one request (%d)", v.Key(), len(rec), chunkBytes)}}
+		}
+		ops = append(ops, o)
+	}
+	keys := make([]string, 0, len(p.Meta))
+	for k := range p.Meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v := p.Meta[k]; v == nil {
+			ops = append(ops, op{kind: opDelMeta, key: []byte(k)})
+		} else {
+			ops = append(ops, op{kind: opMeta, key: []byte(k), val: v})
+		}
+	}
+	return ops, nil
+}
+
+// applyOps applies a committed plan to the copy. Guarded by mu.
+func (s *Store) applyOps(rev int64, ops []op) {
+	keys := applyTo(s.data, s.meta, ops, s.log)
+	if rev > s.rev {
+		e := entry{rev: rev, keys: keys}
+		hist := historyOf(ops, s.log)
+		if len(hist) == 1 && hist[0].rev == rev {
+			e.rec, e.undo = hist[0].rec, hist[0].undo
+		}
+		s.record(e)
+	}
+}
+
+// record logs a new revision and wakes watchers. Guarded by mu.
+func (s *Store) record(e entry) {
+	s.rev = e.rev
+	s.hist = append(s.hist, e)
+	if len(s.hist) > s.o.History {
+		drop := len(s.hist) - s.o.History
+		s.compacted = s.hist[drop-1].rev
+		s.hist = append([]entry(nil), s.hist[drop:]...)
+	}
+	s.notify.Wake()
+}
+
+// crashHook, set by tests, runs at the points of a staged apply where a
+// writer may die: after a chunk is staged, after the commit, after a part
+// of the copy.
+var crashHook func(point string)
+
+func crashPoint(p string) {
+	if crashHook != nil {
+		crashHook(p)
+	}
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// commitStaged stages ops under a new batch and commits it; won is false
+// when another writer committed first.
+func (s *Store) commitStaged(ctx context.Context, ops []op, nh head, cmp clientv3.Cmp) (rev int64, id string, won bool, err error) {
+	s.cleanStaging(ctx)
+	id = newID()
+	marker := s.key("s/", id, "/m")
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	rctx, cancel := s.rctx(ctx)
+	lease, err := s.c.Grant(rctx, int64(s.o.LeaseTTL/time.Second)+1)
+	cancel()
+	if err != nil {
+		return 0, "", false, unreachable(err)
+	}
+	ka, err := s.c.KeepAlive(lctx, lease.ID)
+	if err != nil {
+		return 0, "", false, unreachable(err)
+	}
+	go func() {
+		for range ka { // drain: the client stops when lctx ends
+		}
+	}()
+	defer func() { // the marker goes; committed chunks stay for the copy
+		rctx, cancel := s.rctx(context.WithoutCancel(ctx))
+		s.c.Revoke(rctx, lease.ID)
+		cancel()
+	}()
+	rctx, cancel = s.rctx(ctx)
+	mresp, err := s.c.Put(rctx, marker, "", clientv3.WithLease(lease.ID))
+	cancel()
+	if err != nil {
+		return 0, "", false, unreachable(err)
+	}
+	markerRev := mresp.Header.Revision
+	markerCmp := clientv3.Compare(clientv3.CreateRevision(marker), "=", markerRev)
+	abandon := func() {
+		rctx, cancel := s.rctx(context.WithoutCancel(ctx))
+		s.c.Delete(rctx, s.key("s/", id, "/"), clientv3.WithPrefix())
+		cancel()
+	}
+	n := 0
+	var chunk []byte
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		rctx, cancel := s.rctx(ctx)
+		defer cancel()
+		tr, err := s.c.Txn(rctx).If(markerCmp).Then(clientv3.OpPut(s.key("s/", id, fmt.Sprintf("/c/%08d", n)), string(chunk))).Commit()
+		if err != nil {
+			return unreachable(err)
+		}
+		if !tr.Succeeded {
+			return fmt.Errorf("etcd store: staged batch %s was cleaned up while being written (its lease expired)", id)
+		}
+		n++
+		chunk = chunk[:0]
+		crashPoint("staging")
+		return nil
+	}
+	for _, o := range ops {
+		if len(chunk)+o.size() > chunkBytes {
+			if err := flush(); err != nil {
+				abandon()
+				return 0, "", false, err
+			}
+		}
+		chunk = encodeOp(chunk, o)
+	}
+	if err := flush(); err != nil {
+		abandon()
+		return 0, "", false, err
+	}
+	nh.Batch = id
+	hb, _ := json.Marshal(nh)
+	rctx, cancel = s.rctx(ctx)
+	tr, err := s.c.Txn(rctx).If(cmp, markerCmp).Then(clientv3.OpPut(s.headKey(), string(hb))).Commit()
+	cancel()
+	if err != nil {
+		return 0, "", false, s.commitErr(ctx, err)
+	}
+	if !tr.Succeeded {
+		abandon()
+		return 0, "", false, nil
+	}
+	crashPoint("committed")
+	return tr.Header.Revision, id, true, nil
+}
+
+// stagedOps reads a staged batch at etcd revision erev (0: current).
+func (s *Store) stagedOps(ctx context.Context, id string, erev int64) ([]op, error) {
+	var ops []op
+	err := s.scan(ctx, s.key("s/", id, "/c/"), erev, false, func(_, v []byte) error {
+		o, err := decodeOps(v)
+		ops = append(ops, o...)
+		return err
+	})
+	return ops, err
+}
+
+// scan reads every key under prefix at etcd revision erev (0: current),
+// page by page.
+func (s *Store) scan(ctx context.Context, prefix string, erev int64, keysOnly bool, fn func(k, v []byte) error) error {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
+		if erev > 0 {
+			opts = append(opts, clientv3.WithRev(erev))
+		}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		rctx, cancel := s.rctx(ctx)
+		resp, err := s.c.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			return unreachable(err)
+		}
+		for _, kv := range resp.Kvs {
+			if err := fn(kv.Key, kv.Value); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// materialize copies committed batch h (head at mod revision modRev) into
+// r/ and m/, then marks it applied and drops its chunks. Every write is
+// guarded by head being unchanged, so a late copy never overwrites a
+// later batch.
+func (s *Store) materialize(ctx context.Context, h head, modRev int64) error {
+	ops, err := s.stagedOps(ctx, h.Batch, 0)
+	if err != nil {
+		return err
+	}
+	cmp := clientv3.Compare(clientv3.ModRevision(s.headKey()), "=", modRev)
+	for i := 0; i < len(ops); {
+		var then []clientv3.Op
+		size := 0
+		for ; i < len(ops) && len(then) < txnOps && size+ops[i].size() <= chunkBytes; i++ {
+			then = append(then, s.etcdOp(ops[i]))
+			size += ops[i].size()
+		}
+		rctx, cancel := s.rctx(ctx)
+		tr, err := s.c.Txn(rctx).If(cmp).Then(then...).Commit()
+		cancel()
+		if err != nil {
+			return unreachable(err)
+		}
+		if !tr.Succeeded {
+			return nil // someone else finished it
+		}
+		crashPoint("copying")
+	}
+	h.Applied = true
+	hb, _ := json.Marshal(h)
+	rctx, cancel := s.rctx(ctx)
+	defer cancel()
+	_, err = s.c.Txn(rctx).If(cmp).Then(append([]clientv3.Op{
+		clientv3.OpPut(s.headKey(), string(hb)),
+		clientv3.OpDelete(s.key("s/", h.Batch, "/"), clientv3.WithPrefix()),
+	}, s.trimOps(h.Rev)...)...).Commit()
+	return unreachable(err)
+}
+
+// cleanStaging deletes staged batches whose writer is gone (marker
+// expired) and that head does not name.
+func (s *Store) cleanStaging(ctx context.Context) {
+	resp, err := s.readHead(ctx)
+	if err != nil {
+		return
+	}
+	pending := ""
+	if len(resp.Kvs) == 1 {
+		if h, err := decodeHead(resp.Kvs[0].Value); err == nil && !h.Applied {
+			pending = h.Batch
+		}
+	}
+	ids := map[string]bool{} // id → marker present
+	prefix := s.key("s/")
+	err = s.scan(ctx, prefix, resp.Header.Revision, true, func(k, _ []byte) error {
+		id, rest, _ := strings.Cut(strings.TrimPrefix(string(k), prefix), "/")
+		ids[id] = ids[id] || rest == "m"
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for id, alive := range ids {
+		if alive || id == pending {
+			continue
+		}
+		rctx, cancel := s.rctx(ctx)
+		s.c.Delete(rctx, s.key("s/", id, "/"), clientv3.WithPrefix())
+		cancel()
+		s.log.Info("etcd store: removed an abandoned staged batch", "batch", id)
+	}
+}

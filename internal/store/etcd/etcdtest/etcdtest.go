@@ -1,0 +1,186 @@
+// Package etcdtest starts real etcd servers for tests: the etcd binary
+// (Debian's etcd-server package; .ci/run installs it) on 127.0.0.1 ports,
+// with a temporary data directory, stopped when the test ends.
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Binary finds the etcd binary: $ETCD, else etcd on $PATH. A test skips
+// when there is none, except under CI (CI set), where that fails it.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("ETCD"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("etcd not found: install Debian's etcd-server (.ci/run does)")
+		}
+		t.Skip("etcd not found: apt-get install etcd-server to run the etcd store's tests")
+	}
+	return p
+}
+
+// Member is one etcd server.
+type Member struct {
+	Name   string
+	Client string // host:port
+	peer   string
+	dir    string
+	args   []string
+	bin    string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Cluster is a running etcd cluster.
+type Cluster struct {
+	Members []*Member
+	t       testing.TB
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start starts an n-member cluster and waits until it serves.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	bin := Binary(t)
+	c := &Cluster{t: t}
+	var initial []string
+	for i := range n {
+		m := &Member{Name: fmt.Sprintf("m%d", i), Client: freePort(t), peer: freePort(t), dir: t.TempDir(), bin: bin}
+		c.Members = append(c.Members, m)
+		initial = append(initial, fmt.Sprintf("%s=http://%s", m.Name, m.peer))
+	}
+	for _, m := range c.Members {
+		m.args = []string{
+			"--name", m.Name, "--data-dir", filepath.Join(m.dir, "data"),
+			"--listen-client-urls", "http://" + m.Client, "--advertise-client-urls", "http://" + m.Client,
+			"--listen-peer-urls", "http://" + m.peer, "--initial-advertise-peer-urls", "http://" + m.peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "xdsd-test", "--logger", "zap", "--log-outputs", filepath.Join(m.dir, "etcd.log"),
+			"--heartbeat-interval", "50", "--election-timeout", "500",
+		}
+		if err := m.start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Kill() })
+	}
+	c.Wait(t, c.Endpoints()...)
+	return c
+}
+
+func (m *Member) start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cmd := exec.Command(m.bin, m.args...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting etcd: %w", err)
+	}
+	m.cmd = cmd
+	m.exited = make(chan struct{})
+	go func(ch chan struct{}) { cmd.Wait(); close(ch) }(m.exited)
+	return nil
+}
+
+// Kill stops the member with SIGKILL and waits until it is gone.
+func (m *Member) Kill() {
+	m.mu.Lock()
+	cmd, ch := m.cmd, m.exited
+	m.cmd = nil
+	m.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-ch
+}
+
+// Restart starts a killed member again, on its data.
+func (m *Member) Restart(t testing.TB) {
+	t.Helper()
+	if err := m.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Log is what the member logged, for failure messages.
+func (m *Member) Log() string {
+	b, _ := os.ReadFile(filepath.Join(m.dir, "etcd.log"))
+	return string(b)
+}
+
+// Endpoints lists the members' client addresses.
+func (c *Cluster) Endpoints() []string {
+	var out []string
+	for _, m := range c.Members {
+		out = append(out, m.Client)
+	}
+	return out
+}
+
+// URL is the --store value for the cluster, under prefix.
+func (c *Cluster) URL(prefix string) string {
+	return "etcd://" + strings.Join(c.Endpoints(), ",") + "/" + prefix
+}
+
+// Wait waits until a linearizable read through endpoints succeeds.
+func (c *Cluster) Wait(t testing.TB, endpoints ...string) {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cl.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			var logs string
+			for _, m := range c.Members {
+				logs += m.Name + ":\n" + m.Log()
+			}
+			t.Fatalf("etcd did not come up: %v\n%s", err, logs)
+		}
+	}
+}
+
+// Client returns a client of the cluster, closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// resKey is type 0x00 name 0x00 constraints; names never hold NUL
+// (store.MakePlan rejects them).
+func ResKey(k resource.Key) []byte {
+	b := make([]byte, 0, len(k.Type)+len(k.Name)+len(k.Constraints)+2)
+	b = append(b, k.Type...)
+	b = append(b, 0)
+	b = append(b, k.Name...)
+	b = append(b, 0)
+	return append(b, k.Constraints...)
+}
+
+// SplitKey splits a key ResKey made.
+func SplitKey(b []byte) (resource.Key, error) {
+	parts := bytes.SplitN(b, []byte{0}, 3)
+	if len(parts) != 3 {
+		return resource.Key{}, fmt.Errorf("corrupt resource key %q", b)
+	}
+	return resource.Key{Type: string(parts[0]), Name: string(parts[1]), Constraints: string(parts[2])}, nil
+}
+
+// Record fields.
+const (
+	fVersion     = 1
+	fPayloadURL  = 2
+	fConstraints = 3
+	fBody        = 4
+	fDoNotCache  = 5
+	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
+	// fChecksum, last, is the CRC-32C of the record's key and of every
+	// field before it: a record damaged on disk (a flipped bit in its key,
+	// type, constraints or payload) is refused, never served altered.
+	// Records written before it was kept have none.
+	fChecksum = 15
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func recordSum(k resource.Key, fields []byte) []byte {
+	h := crc32.New(castagnoli)
+	h.Write(ResKey(k))
+	h.Write(fields)
+	return binary.BigEndian.AppendUint32(nil, h.Sum32())
+}
+
+// EncodeRecord encodes a variant as backends store it: its version,
+// payload URL, constraints, flags and body, then a checksum of all of it
+// and of its key.
+func EncodeRecord(v *resource.Variant) ([]byte, error) {
+	var b []byte
+	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
+	b = protowire.AppendString(b, v.Version)
+	b = protowire.AppendTag(b, fPayloadURL, protowire.BytesType)
+	b = protowire.AppendString(b, v.PayloadURL)
+	if !v.Constraints.IsZero() {
+		c, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Constraints.Proto())
+		if err != nil {
+			return nil, err
+		}
+		b = protowire.AppendTag(b, fConstraints, protowire.BytesType)
+		b = protowire.AppendBytes(b, c)
+	}
+	if v.DoNotCache {
+		b = protowire.AppendTag(b, fDoNotCache, protowire.BytesType)
+		b = protowire.AppendBytes(b, []byte{1})
+	}
+	if v.TTL > 0 {
+		b = protowire.AppendTag(b, fTTL, protowire.BytesType)
+		b = protowire.AppendBytes(b, protowire.AppendVarint(nil, uint64(v.TTL)))
+	}
+	b = protowire.AppendTag(b, fBody, protowire.BytesType)
+	b = protowire.AppendBytes(b, v.Body())
+	sum := recordSum(v.Key(), b)
+	b = protowire.AppendTag(b, fChecksum, protowire.BytesType)
+	return protowire.AppendBytes(b, sum), nil
+}
+
+// DecodeRecord decodes a record EncodeRecord made for key k, refusing one
+// whose checksum does not match.
+func DecodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
+	var (
+		version, payloadURL string
+		cons                constraint.Constraints
+		body                []byte
+		dnc                 bool
+		ttl                 time.Duration
+	)
+	all := b
+	for len(b) > 0 {
+		fieldStart := len(all) - len(b)
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil, fmt.Errorf("corrupt record for %s", k)
+		}
+		b = b[n:]
+		val, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, fmt.Errorf("corrupt record for %s", k)
+		}
+		b = b[n:]
+		switch num {
+		case fVersion:
+			version = string(val)
+		case fPayloadURL:
+			payloadURL = string(val)
+		case fConstraints:
+			var p discoveryv3.DynamicParameterConstraints
+			if err := proto.Unmarshal(val, &p); err != nil {
+				return nil, fmt.Errorf("record for %s: %w", k, err)
+			}
+			c, err := constraint.FromProto(&p)
+			if err != nil {
+				return nil, fmt.Errorf("record for %s: %w", k, err)
+			}
+			cons = c
+		case fBody:
+			body = val
+		case fChecksum:
+			if len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart])) {
+				return nil, fmt.Errorf("damaged record for %s: checksum mismatch", k)
+			}
+		case fDoNotCache:
+			dnc = len(val) == 1 && val[0] == 1
+		case fTTL:
+			d, n := protowire.ConsumeVarint(val)
+			if n != len(val) || d > math.MaxInt64 {
+				return nil, fmt.Errorf("corrupt TTL in the record for %s", k)
+			}
+			ttl = time.Duration(d)
+		}
+	}
+	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body)
+	v.DoNotCache = dnc
+	v.TTL = ttl
+	return v, nil
+}
