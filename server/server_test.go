@@ -85,17 +85,8 @@ func TestFollowAndClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	srv, err := server.New(server.Options{Store: st, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
+	t.Cleanup(func() { st.Close() }) // after the server (cleanups run last first)
+	srv, addr := serveStore(t, st)
 
 	put := func(names ...string) []*resource.Variant {
 		var b server.Batch
@@ -113,7 +104,7 @@ func TestFollowAndClients(t *testing.T) {
 	go func() { done <- srv.Follow(ctx, src, trigger) }()
 	src.vs <- put("a", "b")
 
-	c := newClient(lis.Addr().String(), nil)
+	c := newClient(addr, nil)
 	defer c.Close()
 	events := make(chan client.Event, 16)
 	stop, err := c.Watch(ctx, resource.ClusterURL, "b", func(e client.Event) { events <- e })
@@ -200,18 +191,9 @@ func TestDeleteVariantAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	srv, err = server.New(server.Options{Store: st, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	c := newClient(lis.Addr().String(), map[string]string{"env": "prod"})
+	t.Cleanup(func() { st.Close() }) // after the server (cleanups run last first)
+	_, addr := serveStore(t, st)
+	c := newClient(addr, map[string]string{"env": "prod"})
 	defer c.Close()
 	events := make(chan client.Event, 16)
 	stop, err := c.Watch(ctx, resource.ClusterURL, "c", func(e client.Event) { events <- e })
@@ -227,4 +209,20 @@ func TestDeleteVariantAndRestart(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no value after restart")
 	}
+}
+
+// serveStore serves st on a loopback port until the test ends.
+func serveStore(t *testing.T, st *server.Store) (*server.Server, string) {
+	t.Helper()
+	srv, err := server.New(server.Options{Store: st, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	return srv, lis.Addr().String()
 }
