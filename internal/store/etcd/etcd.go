@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -106,23 +105,12 @@ type Store struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu        sync.Mutex
-	rev       int64
-	headVer   int64 // etcd version of the head the copy holds (0: none)
-	data      map[[2]string]map[string]*resource.Variant
-	meta      map[string][]byte
-	hist      []entry
-	compacted int64
-	notify    store.Notifier
-	closed    bool
-	unreach   string // why etcd was last found unreachable, "" when fine
-}
-
-type entry struct {
-	rev  int64
-	keys []resource.Key
-	rec  store.Revision
-	undo map[resource.Key]*resource.Variant
+	mu      sync.Mutex
+	headVer int64           // etcd version of the head the copy holds (0: none)
+	st      *store.MemState // the copy of the committed state, with its history
+	notify  store.Notifier
+	closed  bool
+	unreach string // why etcd was last found unreachable, "" when fine
 }
 
 // Open connects to etcd, loads the state under the prefix and follows it.
@@ -159,7 +147,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd store %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
-	s := &Store{c: c, o: o, log: o.Logger, data: map[[2]string]map[string]*resource.Variant{}, meta: map[string][]byte{}, done: make(chan struct{})}
+	s := &Store{c: c, o: o, log: o.Logger, st: store.NewMemState(o.History), done: make(chan struct{})}
 	lctx, cancel := context.WithTimeout(ctx, 4*o.RequestTimeout)
 	defer cancel()
 	erev, err := s.reload(lctx)
@@ -309,20 +297,6 @@ func (s *Store) trimOps(rev int64) []clientv3.Op {
 	}
 }
 
-// mirrorReader plans against the replica's copy; the commit's compare on
-// head makes sure the copy was current.
-type mirrorReader struct{ s *Store }
-
-func (r mirrorReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
-	m := r.s.data[[2]string{typeURL, name}]
-	out := make([]*resource.Variant, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Constraints.Key() < out[j].Constraints.Key() })
-	return out, nil
-}
-
 // Apply implements store.Store.
 func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
@@ -425,14 +399,16 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		s.mu.Unlock()
 		return store.Result{}, false, err
 	}
-	p, err := store.MakePlan(mirrorReader{s}, b, h.Rev+1)
+	// Planned against the replica's copy; the commit's compare on head
+	// makes sure the copy was current.
+	p, err := store.MakePlan(s.st, b, h.Rev+1)
 	if err != nil {
 		s.mu.Unlock()
 		return store.Result{}, false, err
 	}
 	metaChanged := false
 	for k, v := range p.Meta {
-		if !bytes.Equal(s.meta[k], v) || (v == nil) != (s.meta[k] == nil) {
+		if !s.st.MetaEqual(k, v) {
 			metaChanged = true
 		}
 	}
@@ -608,27 +584,16 @@ func planOps(p store.Plan, rev int64, a store.Audit) ([]op, error) {
 
 // applyOps applies a committed plan to the copy. Guarded by mu.
 func (s *Store) applyOps(rev int64, ops []op) {
-	keys := applyTo(s.data, s.meta, ops, s.log)
-	if rev > s.rev {
-		e := entry{rev: rev, keys: keys}
+	keys := applyTo(s.st, ops, s.log)
+	if rev > s.st.Rev() {
+		e := store.LogEntry{Rev: rev, Keys: keys}
 		hist := historyOf(ops, s.log)
-		if len(hist) == 1 && hist[0].rev == rev {
-			e.rec, e.undo = hist[0].rec, hist[0].undo
+		if len(hist) == 1 && hist[0].Rev == rev {
+			e.Rec, e.Undo = hist[0].Rec, hist[0].Undo
 		}
-		s.record(e)
+		s.st.Record(e)
+		s.notify.Wake()
 	}
-}
-
-// record logs a new revision and wakes watchers. Guarded by mu.
-func (s *Store) record(e entry) {
-	s.rev = e.rev
-	s.hist = append(s.hist, e)
-	if len(s.hist) > s.o.History {
-		drop := len(s.hist) - s.o.History
-		s.compacted = s.hist[drop-1].rev
-		s.hist = append([]entry(nil), s.hist[drop:]...)
-	}
-	s.notify.Wake()
 }
 
 // crashHook, set by tests, runs at the points of a staged apply where a

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -86,8 +85,7 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 		}
 		ver = resp.Kvs[0].Version
 	}
-	data := map[[2]string]map[string]*resource.Variant{}
-	meta := map[string][]byte{}
+	state := store.NewMemState(1)
 	rp := s.key("r/")
 	err = s.scan(ctx, rp, erev, false, func(k, v []byte) error {
 		key, err := store.SplitKey(k[len(rp):])
@@ -98,11 +96,7 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 		if err != nil {
 			return err
 		}
-		g := [2]string{key.Type, key.Name}
-		if data[g] == nil {
-			data[g] = map[string]*resource.Variant{}
-		}
-		data[g][key.Constraints] = vr
+		state.Put(vr)
 		return nil
 	})
 	if err != nil {
@@ -110,7 +104,7 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 	}
 	mp := s.key("m/")
 	err = s.scan(ctx, mp, erev, false, func(k, v []byte) error {
-		meta[string(k[len(mp):])] = bytes.Clone(v)
+		state.SetMeta(string(k[len(mp):]), bytes.Clone(v))
 		return nil
 	})
 	if err != nil {
@@ -134,29 +128,28 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		applyTo(data, meta, ops, s.log)
+		applyTo(state, ops, s.log)
 		hops = append(hops, ops...)
 	}
 	// The history kept: the revisions up to head's, without a gap.
 	hist := historyOf(hops, s.log)
 	i := len(hist)
-	for i > 0 && hist[i-1].rev == h.Rev-int64(len(hist)-i) {
+	for i > 0 && hist[i-1].Rev == h.Rev-int64(len(hist)-i) {
 		i--
 	}
 	hist = hist[i:]
 	compacted := h.Rev
 	if len(hist) > 0 {
-		compacted = hist[0].rev - 1
+		compacted = hist[0].Rev - 1
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	changed := s.rev != h.Rev || len(diff(s.data, data)) > 0
-	if h.Rev < s.rev {
-		s.log.Warn("etcd store: the stored state went back", "from", s.rev, "to", h.Rev)
+	if h.Rev < s.st.Rev() {
+		s.log.Warn("etcd store: the stored state went back", "from", s.st.Rev(), "to", h.Rev)
 	}
-	s.data, s.meta, s.headVer = data, meta, ver
-	s.rev, s.hist, s.compacted = h.Rev, hist, compacted
+	changed := s.st.Replace(h.Rev, state, hist, compacted)
+	s.headVer = ver
 	if changed {
 		s.notify.Wake()
 	}
@@ -165,12 +158,12 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 
 // historyOf gathers the revisions whose records and changes ops hold,
 // oldest first.
-func historyOf(ops []op, log interface{ Error(string, ...any) }) []entry {
-	by := map[int64]*entry{}
-	get := func(rev int64) *entry {
+func historyOf(ops []op, log interface{ Error(string, ...any) }) []store.LogEntry {
+	by := map[int64]*store.LogEntry{}
+	get := func(rev int64) *store.LogEntry {
 		e := by[rev]
 		if e == nil {
-			e = &entry{rev: rev, undo: map[resource.Key]*resource.Variant{}}
+			e = &store.LogEntry{Rev: rev, Undo: map[resource.Key]*resource.Variant{}}
 			by[rev] = e
 		}
 		return e
@@ -189,7 +182,7 @@ func historyOf(ops []op, log interface{ Error(string, ...any) }) []entry {
 				log.Error("etcd store: bad revision record", "rev", rev, "err", err)
 				continue
 			}
-			get(rev).rec = r
+			get(rev).Rec = r
 		case opChange:
 			rs, rk, ok := strings.Cut(string(o.key), "/")
 			rev, err := strconv.ParseInt(rs, 10, 64)
@@ -214,25 +207,25 @@ func historyOf(ops []op, log interface{ Error(string, ...any) }) []entry {
 					log.Error("etcd store: bad undo record", "key", k, "err", err)
 					continue
 				}
-				e.undo[k] = prev
+				e.Undo[k] = prev
 			}
 			changes[rev] = append(changes[rev], c)
 		}
 	}
-	out := make([]entry, 0, len(by))
+	out := make([]store.LogEntry, 0, len(by))
 	for rev, e := range by {
-		if e.rec.Rev != rev {
+		if e.Rec.Rev != rev {
 			continue // trimmed, or its record is lost: not history
 		}
 		cs := changes[rev]
 		slices.SortFunc(cs, func(a, b store.Change) int { return store.CompareKeys(a.Key, b.Key) })
-		e.rec.Changes, e.rec.Total = cs, len(cs)
+		e.Rec.Changes, e.Rec.Total = cs, len(cs)
 		for _, c := range cs {
-			e.keys = append(e.keys, c.Key)
+			e.Keys = append(e.Keys, c.Key)
 		}
 		out = append(out, *e)
 	}
-	slices.SortFunc(out, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
+	slices.SortFunc(out, func(a, b store.LogEntry) int { return cmp.Compare(a.Rev, b.Rev) })
 	return out
 }
 
@@ -253,16 +246,7 @@ func (s *Store) Revisions(ctx context.Context, q store.HistoryQuery) (store.Revi
 	if s.closed {
 		return store.RevisionList{}, store.ErrClosed
 	}
-	out := store.RevisionList{Rev: s.rev, Oldest: s.compacted}
-	for i := len(s.hist) - 1; i >= 0 && !q.Full(len(out.Revisions)); i-- {
-		if !q.Wants(s.hist[i].rev, len(out.Revisions)) {
-			continue
-		}
-		if r, ok := q.Filter.Select(s.hist[i].rec); ok {
-			out.Revisions = append(out.Revisions, r)
-		}
-	}
-	return out, nil
+	return s.st.Revisions(q), nil
 }
 
 // StateAt implements store.Store.
@@ -273,46 +257,7 @@ func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*reso
 	if s.closed {
 		return nil, store.ErrClosed
 	}
-	if err := store.CheckStateAt(rev, s.rev, s.compacted); err != nil {
-		return nil, err
-	}
-	var now []*resource.Variant
-	for g, m := range s.data {
-		if f.Type != "" && g[0] != f.Type || f.Name != "" && g[1] != f.Name {
-			continue
-		}
-		for _, v := range m {
-			now = append(now, v)
-		}
-	}
-	w := store.NewRewinder(now, f)
-	for i := len(s.hist) - 1; i >= 0 && s.hist[i].rev > rev; i-- {
-		undo := s.hist[i].undo
-		if err := w.Undo(s.hist[i].rec, func(k resource.Key) (*resource.Variant, error) { return undo[k], nil }); err != nil {
-			return nil, err
-		}
-	}
-	return w.State(), nil
-}
-
-// diff lists the keys whose variant differs between two states.
-func diff(old, cur map[[2]string]map[string]*resource.Variant) []resource.Key {
-	var keys []resource.Key
-	for g, m := range cur {
-		for ck, v := range m {
-			if o := old[g][ck]; o == nil || o.Version != v.Version || !o.SameContent(v) {
-				keys = append(keys, resource.Key{Type: g[0], Name: g[1], Constraints: ck})
-			}
-		}
-	}
-	for g, m := range old {
-		for ck := range m {
-			if cur[g][ck] == nil {
-				keys = append(keys, resource.Key{Type: g[0], Name: g[1], Constraints: ck})
-			}
-		}
-	}
-	return keys
+	return s.st.StateAt(rev, f)
 }
 
 // follow watches head from etcd revision erev+1 and applies each change,
@@ -388,7 +333,9 @@ func (s *Store) probe(ctx context.Context) {
 // ProbeInterval is how often a Store checks that etcd answers.
 var ProbeInterval = 2 * time.Second
 
-func applyTo(data map[[2]string]map[string]*resource.Variant, meta map[string][]byte, ops []op, log interface {
+// applyTo applies a plan's operations to st and returns the keys of the
+// variants they changed.
+func applyTo(st *store.MemState, ops []op, log interface {
 	Error(string, ...any)
 }) []resource.Key {
 	var keys []resource.Key
@@ -400,28 +347,21 @@ func applyTo(data map[[2]string]map[string]*resource.Variant, meta map[string][]
 				log.Error("etcd store: bad key in a batch", "err", err)
 				continue
 			}
-			g := [2]string{k.Type, k.Name}
 			if o.kind == opDelete {
-				delete(data[g], k.Constraints)
-				if len(data[g]) == 0 {
-					delete(data, g)
-				}
+				st.Delete(k)
 			} else {
 				v, err := store.DecodeRecord(k, o.val)
 				if err != nil {
 					log.Error("etcd store: bad record", "key", k, "err", err)
 					continue
 				}
-				if data[g] == nil {
-					data[g] = map[string]*resource.Variant{}
-				}
-				data[g][k.Constraints] = v
+				st.Put(v)
 			}
 			keys = append(keys, k)
 		case opMeta:
-			meta[string(o.key)] = bytes.Clone(o.val)
+			st.SetMeta(string(o.key), bytes.Clone(o.val))
 		case opDelMeta:
-			delete(meta, string(o.key))
+			st.SetMeta(string(o.key), nil)
 		}
 	}
 	return keys
@@ -434,34 +374,7 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 	if s.closed {
 		return store.ChangeSet{}, store.ErrClosed
 	}
-	if since < 0 || since < s.compacted || since > s.rev {
-		cs := store.ChangeSet{Rev: s.rev, Reset: true}
-		for _, m := range s.data {
-			for _, v := range m {
-				cs.Puts = append(cs.Puts, v)
-			}
-		}
-		sort.Slice(cs.Puts, func(i, j int) bool { return less(cs.Puts[i].Key(), cs.Puts[j].Key()) })
-		return cs, nil
-	}
-	i := sort.Search(len(s.hist), func(i int) bool { return s.hist[i].rev > since })
-	var keys []resource.Key
-	for _, e := range s.hist[i:] {
-		keys = append(keys, e.keys...)
-	}
-	return store.Coalesce(s.rev, keys, func(k resource.Key) (*resource.Variant, error) {
-		return s.data[[2]string{k.Type, k.Name}][k.Constraints], nil
-	})
-}
-
-func less(a, b resource.Key) bool {
-	if a.Type != b.Type {
-		return a.Type < b.Type
-	}
-	if a.Name != b.Name {
-		return a.Name < b.Name
-	}
-	return a.Constraints < b.Constraints
+	return s.st.Changes(since)
 }
 
 // Updated implements store.Store.
@@ -476,7 +389,7 @@ func (s *Store) Updated() <-chan struct{} {
 func (s *Store) Rev() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.rev
+	return s.st.Rev()
 }
 
 // Meta implements store.Store. It first catches up with etcd, so that a
@@ -497,7 +410,7 @@ func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
 	if s.closed {
 		return nil, store.ErrClosed
 	}
-	return bytes.Clone(s.meta[key]), nil
+	return s.st.Meta(key), nil
 }
 
 // Close implements store.Store.
