@@ -6,6 +6,7 @@
 //	benchserver --impl xdsd|gcp-snapshot|gcp-linear|raw|relay
 //	            [--xds-addr 127.0.0.1:0] [--control-addr 127.0.0.1:0]
 //	            [--upstream ADDR]   (relay only: an xdsd benchserver)
+//	            [--store etcd://HOST:PORT/PREFIX] (xdsd only: a replica on etcd)
 //
 // On start it prints one JSON line, {"xds":ADDR,"control":ADDR,"pid":N},
 // and serves until SIGTERM or SIGINT.
@@ -45,6 +46,7 @@ func run(args []string) error {
 	fs.StringVar(&o.xdsAddr, "xds-addr", "127.0.0.1:0", "address of the xDS (ADS) gRPC server")
 	controlAddr := fs.String("control-addr", "127.0.0.1:0", "address of the control HTTP API")
 	fs.StringVar(&o.upstream, "upstream", "", "relay only: the upstream xDS server (an xdsd benchserver)")
+	fs.StringVar(&o.store, "store", "", "xdsd only: etcd://HOST:PORT[,...]/PREFIX, a replica sharing its state through etcd")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (stderr)")
 	if err := fs.Parse(args); err != nil {
 		return err

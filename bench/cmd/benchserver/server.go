@@ -33,6 +33,7 @@ type options struct {
 	impl     string
 	xdsAddr  string // default 127.0.0.1:0
 	upstream string // relay only
+	store    string // xdsd only: etcd://... instead of an in-memory store
 	log      *slog.Logger
 }
 
@@ -77,6 +78,9 @@ func start(o options) (*instance, error) {
 	if (o.impl == "relay") != (o.upstream != "") {
 		return nil, errors.New("--upstream is required with --impl relay, and only with it")
 	}
+	if o.store != "" && o.impl != "xdsd" {
+		return nil, errors.New("--store is only for --impl xdsd")
+	}
 	var (
 		im      impl
 		reg     func(*grpc.Server)
@@ -85,7 +89,10 @@ func start(o options) (*instance, error) {
 	)
 	switch o.impl {
 	case "xdsd":
-		im, reg, srvOpts = newXdsd(o.log)
+		im, reg, srvOpts, err = newXdsd(o.log, o.store)
+		if err != nil {
+			return nil, err
+		}
 	case "gcp-snapshot":
 		im, reg = newGCPSnapshot()
 	case "gcp-linear":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/grpc"
@@ -13,21 +14,37 @@ import (
 	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
 )
 
-// xdsdImpl is the xdsd server role over an in-memory store.
+// xdsdImpl is the xdsd server role over an in-memory store, or over an
+// etcd store shared with other replicas (--store etcd://...).
 type xdsdImpl struct {
-	st     *mem.Store
+	st     store.Store
 	srv    *origin.Server
 	cancel context.CancelFunc
 	done   chan struct{}
 	names  []string // the clusters of the last setup
 }
 
-func newXdsd(log *slog.Logger) (impl, func(*grpc.Server), []grpc.ServerOption) {
-	st := mem.New()
+func newXdsd(log *slog.Logger, storeURL string) (impl, func(*grpc.Server), []grpc.ServerOption, error) {
+	var st store.Store = mem.New()
+	if storeURL != "" {
+		o, err := etcd.ParseURL(storeURL)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--store: %w", err)
+		}
+		o.Logger = log
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		es, err := etcd.Open(ctx, o)
+		cancel()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--store %s: %w", storeURL, err)
+		}
+		st = es
+	}
 	srv := origin.New(st, origin.Options{Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &xdsdImpl{st: st, srv: srv, cancel: cancel, done: make(chan struct{})}
@@ -37,7 +54,7 @@ func newXdsd(log *slog.Logger) (impl, func(*grpc.Server), []grpc.ServerOption) {
 			log.Error("xdsd server", "error", err)
 		}
 	}()
-	return x, srv.Register, protocol.ServerOptions()
+	return x, srv.Register, protocol.ServerOptions(), nil
 }
 
 // variants makes the store variants of clusters: variant j of a cluster

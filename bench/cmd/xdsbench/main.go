@@ -33,7 +33,7 @@ import (
 
 func main() {
 	var (
-		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay, g (100,000 streams; not in the default set)")
+		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay; not in the default set: g (100,000 streams), r (replicas on etcd; needs the etcd binary)")
 		impls     = flag.String("impls", "xdsd,gcp-snapshot,gcp-linear,raw", "implementations to compare where a scenario allows")
 		rounds    = flag.Int("rounds", 9, "changes per fan-out measurement; the report gives medians")
 		quick     = flag.Bool("quick", false, "smoke run: tiny numbers, to prove the harness works")
@@ -246,7 +246,10 @@ type fanout struct {
 	missing        int
 	streams        int // xDS streams open on the measured server (a relay's origin) once connected
 	rssMiB         float64
-	err            error
+	// Scenario r, two replicas: the "all" of each replica's streams, and
+	// etcd's CPU per change.
+	maxApplying, maxFollowing, etcdCPU float64
+	err                                error
 }
 
 // scenario describes a load.
@@ -257,6 +260,8 @@ type scenario struct {
 	impls     []string // those that can run it
 	change    int      // clusters changed per round
 	rss       bool     // also measure the server's RSS after GC with the streams connected
+	// serverArgs are extra benchserver flags (a replica's --store).
+	serverArgs []string
 }
 
 func median(xs []float64) float64 {
@@ -291,7 +296,7 @@ func (b *bench) fanout(f *fanout, sc scenario, impl string, upstreamOf func() (*
 		measured = origin
 		defer srv.stop()
 	} else {
-		if srv, err = b.startServer(impl); err != nil {
+		if srv, err = b.startServer(impl, sc.serverArgs...); err != nil {
 			return err
 		}
 		defer srv.stop()
@@ -493,6 +498,8 @@ func (b *bench) scenarios() map[string]scenario {
 	out["f"] = scenario{id: "f", title: fmt.Sprintf("(f) %d resources × 8 variants, %d subscribers with parameters: time to every first response", n(1000, 20), n(10000, 80)),
 		setup: control.Setup{Clusters: n(1000, 20), Variants: 8}, connect: control.Command{Streams: n(10000, 80), Delta: true, Wildcard: true, Params: params, Expect: n(1000, 20)},
 		impls: []string{"xdsd"}, change: 1}
+	out["r"] = scenario{id: "r", title: fmt.Sprintf("(r) replicas on etcd: %d SotW streams × 10 clusters, change 1, on one replica or on two with half each", streams),
+		setup: control.Setup{Clusters: 10}, connect: control.Command{Streams: streams, Names: names(10)}, impls: []string{"xdsd"}, change: 1}
 	rs := n(1000, 20)
 	out["relay"] = scenario{id: "relay", title: fmt.Sprintf("relay: %d SotW streams × 10 clusters, change 1, with and without a relay", rs),
 		setup: control.Setup{Clusters: 10}, connect: control.Command{Streams: rs, Names: names(10)}, impls: []string{"xdsd"}, change: 1}
@@ -533,6 +540,9 @@ func (b *bench) run(ids, impls []string) (string, error) {
 			relayed.impl = "xdsd, clients through a relay"
 			rows = []fanout{direct, relayed}
 			writeRelay(&rep, sc, rows)
+		case "r":
+			rows = b.runReplicas(sc)
+			writeReplicas(&rep, sc, rows)
 		case "g":
 			for _, impl := range filter(sc.impls, impls) {
 				b.logf("%s: %s", sc.title, impl)
