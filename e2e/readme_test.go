@@ -3,14 +3,18 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
 )
 
 // readmeBlock returns the part of the README between <!-- name --> and
@@ -48,7 +52,7 @@ func walkthrough(t *testing.T) []string {
 // startBackground runs a README command that ends with & (a server) in
 // dir, until the test ends, and waits until readyURL answers 200 through
 // hc — as a person starts the next command once the server serves.
-func startBackground(t *testing.T, c, dir string, env []string, hc *http.Client, readyURL string) {
+func startBackground(t *testing.T, c, dir string, env []string, hc *http.Client, readyURL string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(c, "&"))
 	cmd.Dir, cmd.Env = dir, env
@@ -57,13 +61,16 @@ func startBackground(t *testing.T, c, dir string, env []string, hc *http.Client,
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", c, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// Closed once the process is gone: both the readiness wait and the
+	// clean-up wait on it.
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-exited
 	})
-	waitReady(t, hc, readyURL, exited, logs)
+	waitReady(t, hc, readyURL, exited, cmd, logs)
+	return cmd
 }
 
 // lockedBuffer collects a process's output while the test may read it.
@@ -120,7 +127,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 
 // waitReady polls a readiness endpoint until it answers 200, failing if
 // the process exits first or after a deadline.
-func waitReady(t *testing.T, hc *http.Client, url string, exited <-chan error, logs *lockedBuffer) {
+func waitReady(t *testing.T, hc *http.Client, url string, exited <-chan struct{}, cmd *exec.Cmd, logs *lockedBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -131,13 +138,183 @@ func waitReady(t *testing.T, hc *http.Client, url string, exited <-chan error, l
 			}
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("the server exited (%v):\n%s", err, logs.String())
+		case <-exited:
+			t.Fatalf("the server exited (%v):\n%s", cmd.ProcessState, logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready at %s:\n%s", url, logs.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling readiness: no event to wait on
+	}
+}
+
+// readmeCommands splits a README sh block into commands: continuation
+// lines joined, a for … done loop kept whole, comments and fences
+// dropped.
+func readmeCommands(block string) []string {
+	var cmds []string
+	var cur strings.Builder
+	loop := false
+	for line := range strings.SplitSeq(block, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if cur.Len() == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "#")) {
+			continue
+		}
+		if strings.HasPrefix(trimmed, "for ") {
+			loop = true
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(trimmed, `\`) || loop && trimmed != "done" {
+			continue
+		}
+		loop = false
+		cmds = append(cmds, strings.TrimSpace(cur.String()))
+		cur.Reset()
+	}
+	return cmds
+}
+
+// The README's "Running replicas" commands run as shown: a 3-member etcd,
+// two replicas on it (one watching examples/quickstart), an apply through
+// the second, a relay in front of the first. Then what they promise holds:
+// each replica serves what went in through the other, the relay serves it,
+// and a client with the README's bootstrap gets it, also after
+// the first replica is killed (it falls back to the second).
+//
+// The commands are taken from the README; only where they run is
+// adapted: `go run ./cmd/xdsd` is the binary built for the tests, etcd's
+// data directories are under the test's temporary directory, and the
+// commands end with the test. The ports are the README's.
+func TestREADMEReplicas(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	etcdBin := etcdtest.Binary(t)
+	cmds := readmeCommands(readmeBlock(t, "replicas"))
+	if len(cmds) < 6 {
+		t.Fatalf("the replicas block has %d commands: %q", len(cmds), cmds)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	adapt := strings.NewReplacer("go run ./cmd/xdsd", xdsdBin, "/tmp/", tmp+"/", "  etcd ", "  "+etcdBin+" ")
+	env := os.Environ()
+	var replicas []*exec.Cmd // the serve commands, in order
+	for _, c := range cmds {
+		run := adapt.Replace(c)
+		switch {
+		case strings.HasPrefix(c, "for "):
+			startGroup(t, run, root, env)
+		case strings.HasPrefix(c, "ETCD="):
+			v := strings.TrimPrefix(c, "ETCD=")
+			env = append(env, "ETCD="+v)
+			hosts, _, _ := strings.Cut(strings.TrimPrefix(v, "etcd://"), "/")
+			for h := range strings.SplitSeq(hosts, ",") {
+				waitHealthy(t, "http://"+h+"/health")
+			}
+		case strings.HasSuffix(c, "&"):
+			_, addr, ok := strings.Cut(c, "--admin-addr ")
+			if !ok {
+				t.Fatalf("README command %q: no --admin-addr to wait on", c)
+			}
+			addr, _, _ = strings.Cut(addr, " ")
+			cmd := startBackground(t, run, root, env, http.DefaultClient, "http://"+addr+"/readyz")
+			if strings.Contains(c, " serve ") {
+				replicas = append(replicas, cmd)
+			}
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			cmd := exec.CommandContext(ctx, "bash", "-c", run)
+			cmd.Dir, cmd.Env = root, env
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil {
+				t.Fatalf("README command %q: %v\n%s", c, err, out)
+			}
+			t.Logf("$ %s\n%s", c, out)
+		}
+	}
+	if len(replicas) != 2 {
+		t.Fatalf("the replicas block starts %d replicas, want 2", len(replicas))
+	}
+
+	get := func(args ...string) string {
+		t.Helper()
+		var stderr strings.Builder
+		cmd := exec.Command(xdsdBin, append([]string{"get", "--timeout", "30s"}, args...)...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("xdsd get %q: %v\n%s%s", args, err, out, stderr.String())
+		}
+		return string(out)
+	}
+	want := []string{"rds", "tp2", "--param", "env=prod", "--param", "version=v1"}
+	// Applied through the second replica: the first serves it, the relay
+	// in front of the first too.
+	for _, server := range []string{"127.0.0.1:18000", "127.0.0.1:18010", "127.0.0.1:18100"} {
+		if out := get(append([]string{"--server", server}, want...)...); !strings.Contains(out, "name: tp2") {
+			t.Fatalf("%s does not serve route tp2 applied through the other replica:\n%s", server, out)
+		}
+	}
+	// What the first replica's --watch loaded: the second serves it.
+	if out := get("--server", "127.0.0.1:18010", "cds", "quickstart"); !strings.Contains(out, "name: quickstart") {
+		t.Fatalf("the second replica does not serve cluster quickstart from the first's --watch:\n%s", out)
+	}
+	bs := filepath.Join(tmp, "bootstrap.json")
+	block := readmeBlock(t, "replicas-bootstrap")
+	block = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(block), "```json")), "```"))
+	if err := os.WriteFile(bs, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	viaBootstrap := get(append([]string{"--bootstrap", bs}, want...)...)
+	// The first replica dies; a client with the bootstrap gets the same
+	// from the second.
+	replicas[0].Process.Kill()
+	if after := get(append([]string{"--bootstrap", bs}, want...)...); after != viaBootstrap {
+		t.Fatalf("with the first replica killed, the bootstrap's client got\n%s\nwant (as before)\n%s", after, viaBootstrap)
+	}
+}
+
+// startGroup runs a README command that starts servers in the background
+// (a loop of `... &`) in its own process group, killed when the test ends.
+func startGroup(t *testing.T, c, dir string, env []string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", c+"\nwait")
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+}
+
+// waitHealthy polls an etcd /health endpoint until it reports healthy.
+func waitHealthy(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd not healthy at %s", url)
+		}
+		time.Sleep(50 * time.Millisecond) // polling health: no event to wait on
 	}
 }
