@@ -113,16 +113,23 @@ func TestREADMEWalkthrough(t *testing.T) {
 			startBackground(t, c, root, env, http.DefaultClient, "http://127.0.0.1:18001/readyz")
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		cmd := exec.CommandContext(ctx, "bash", "-c", c)
-		cmd.Dir, cmd.Env = root, env
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil {
-			t.Fatalf("README command %q: %v\n%s", c, err, out)
-		}
-		t.Logf("$ %s\n%s", c, out)
+		runREADMECommand(t, c, c, root, env)
 	}
+}
+
+// runREADMECommand runs command run (the README's command shown, adapted
+// to the test) with bash in dir and fails the test unless it exits 0.
+func runREADMECommand(t *testing.T, shown, run, dir string, env []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", run)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README command %q: %v\n%s", shown, err, out)
+	}
+	t.Logf("$ %s\n%s", shown, out)
 }
 
 // waitReady polls a readiness endpoint until it answers 200, failing if
@@ -227,15 +234,7 @@ func TestREADMEReplicas(t *testing.T) {
 				replicas = append(replicas, cmd)
 			}
 		default:
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			cmd := exec.CommandContext(ctx, "bash", "-c", run)
-			cmd.Dir, cmd.Env = root, env
-			out, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				t.Fatalf("README command %q: %v\n%s", c, err, out)
-			}
-			t.Logf("$ %s\n%s", c, out)
+			runREADMECommand(t, c, run, root, env)
 		}
 	}
 	if len(replicas) != 2 {
