@@ -61,7 +61,10 @@ func (h *heapPeak) stop() uint64 {
 func TestApplyLargeBatch(t *testing.T) {
 	n := 100000
 	if raceEnabled || testing.Short() {
-		n = 5000
+		// Not much smaller: the bound is on the batch's share of the
+		// heap, and with a few MB of input what else the test process
+		// allocates meanwhile moves the ratio by tenths.
+		n = 20000
 	}
 	file := filepath.Join(t.TempDir(), "mesh.json")
 	f, err := os.Create(file)
