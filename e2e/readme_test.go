@@ -119,7 +119,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 
 // runREADMECommand runs command run (the README's command shown, adapted
 // to the test) with bash in dir and fails the test unless it exits 0.
-func runREADMECommand(t *testing.T, shown, run, dir string, env []string) {
+func runREADMECommand(t *testing.T, shown, run, dir string, env []string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -130,6 +130,7 @@ func runREADMECommand(t *testing.T, shown, run, dir string, env []string) {
 		t.Fatalf("README command %q: %v\n%s", shown, err, out)
 	}
 	t.Logf("$ %s\n%s", shown, out)
+	return string(out)
 }
 
 // waitReady polls a readiness endpoint until it answers 200, failing if
@@ -199,44 +200,13 @@ func TestREADMEReplicas(t *testing.T) {
 		t.Skip("no bash")
 	}
 	etcdBin := etcdtest.Binary(t)
-	cmds := readmeCommands(readmeBlock(t, "replicas"))
-	if len(cmds) < 6 {
-		t.Fatalf("the replicas block has %d commands: %q", len(cmds), cmds)
-	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
 	adapt := strings.NewReplacer("go run ./cmd/xdsd", xdsdBin, "/tmp/", tmp+"/", "  etcd ", "  "+etcdBin+" ")
-	env := os.Environ()
-	var replicas []*exec.Cmd // the serve commands, in order
-	for _, c := range cmds {
-		run := adapt.Replace(c)
-		switch {
-		case strings.HasPrefix(c, "for "):
-			startGroup(t, run, root, env)
-		case strings.HasPrefix(c, "ETCD="):
-			v := strings.TrimPrefix(c, "ETCD=")
-			env = append(env, "ETCD="+v)
-			hosts, _, _ := strings.Cut(strings.TrimPrefix(v, "etcd://"), "/")
-			for h := range strings.SplitSeq(hosts, ",") {
-				waitHealthy(t, "http://"+h+"/health")
-			}
-		case strings.HasSuffix(c, "&"):
-			_, addr, ok := strings.Cut(c, "--admin-addr ")
-			if !ok {
-				t.Fatalf("README command %q: no --admin-addr to wait on", c)
-			}
-			addr, _, _ = strings.Cut(addr, " ")
-			cmd := startBackground(t, run, root, env, http.DefaultClient, "http://"+addr+"/readyz")
-			if strings.Contains(c, " serve ") {
-				replicas = append(replicas, cmd)
-			}
-		default:
-			runREADMECommand(t, c, run, root, env)
-		}
-	}
+	replicas, _ := runREADMEBlock(t, "replicas", adapt, root)
 	if len(replicas) != 2 {
 		t.Fatalf("the replicas block starts %d replicas, want 2", len(replicas))
 	}
@@ -315,5 +285,68 @@ func waitHealthy(t *testing.T, url string) {
 			t.Fatalf("etcd not healthy at %s", url)
 		}
 		time.Sleep(50 * time.Millisecond) // polling health: no event to wait on
+	}
+}
+
+// runREADMEBlock runs the commands of a README sh block in order, each
+// adapted by adapt: a loop starting servers runs in its own process group;
+// NAME=VALUE sets a variable for the commands after it (an etcd:// value
+// is waited on until its members are healthy); a command ending in & is a
+// server, waited on until its admin port's /readyz answers; any other
+// command must exit 0. It returns the servers `xdsd serve` started, in
+// order, and the output of the last command.
+func runREADMEBlock(t *testing.T, name string, adapt *strings.Replacer, root string) (serves []*exec.Cmd, last string) {
+	t.Helper()
+	cmds := readmeCommands(readmeBlock(t, name))
+	if len(cmds) < 2 {
+		t.Fatalf("the README's %s block has %d commands: %q", name, len(cmds), cmds)
+	}
+	env := os.Environ()
+	for _, c := range cmds {
+		run := adapt.Replace(c)
+		switch {
+		case strings.HasPrefix(c, "for "):
+			startGroup(t, run, root, env)
+		case strings.HasPrefix(c, "ETCD="):
+			v := strings.TrimPrefix(c, "ETCD=")
+			env = append(env, "ETCD="+v)
+			hosts, _, _ := strings.Cut(strings.TrimPrefix(v, "etcd://"), "/")
+			for h := range strings.SplitSeq(hosts, ",") {
+				waitHealthy(t, "http://"+h+"/health")
+			}
+		case strings.HasSuffix(strings.TrimSpace(strings.Split(c, "#")[0]), "&"):
+			run = strings.TrimSpace(strings.Split(run, "#")[0])
+			// The admin address to wait on: given, or the command's default.
+			addr := "127.0.0.1:18001"
+			if strings.Contains(c, " relay ") {
+				addr = "127.0.0.1:18101"
+			}
+			if _, a, ok := strings.Cut(c, "--admin-addr "); ok {
+				addr, _, _ = strings.Cut(a, " ")
+			}
+			cmd := startBackground(t, run, root, env, http.DefaultClient, "http://"+addr+"/readyz")
+			if strings.Contains(c, " serve ") {
+				serves = append(serves, cmd)
+			}
+		default:
+			last = runREADMECommand(t, c, run, root, env)
+		}
+	}
+	return serves, last
+}
+
+// The README's relay commands run as shown: a server, a relay in front of
+// it, and a get through the relay that receives the TP2 variant.
+func TestREADMERelay(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := runREADMEBlock(t, "relay", strings.NewReplacer("go run ./cmd/xdsd", xdsdBin), root)
+	if !strings.Contains(out, "name: tp2") || !strings.Contains(out, "env=prod") {
+		t.Fatalf("the get through the relay did not print route tp2's env=prod variant:\n%s", out)
 	}
 }
