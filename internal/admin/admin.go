@@ -404,6 +404,8 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process has no store to apply to"))
 		return
 	}
+	applyMemory.begin() // until the revision is served: see memory.go
+	defer applyMemory.end()
 	b, status, err := a.readBatch(w, r)
 	if err != nil {
 		writeError(w, status, err)

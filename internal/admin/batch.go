@@ -81,7 +81,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, er
 		}
 		b.check = nack.New(client)
 	}
-	err := readSources(r, body, b.read)
+	err := readSources(r, &budgetReader{r: body, m: &applyMemory}, b.read)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

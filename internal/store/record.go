@@ -44,6 +44,10 @@ const (
 	fBody        = 4
 	fDoNotCache  = 5
 	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
+	// fBodyApart, empty, replaces fBody in a record whose body the
+	// backend keeps apart (EncodeHead); the checksum then covers the body
+	// too.
+	fBodyApart = 7
 	// fChecksum, last, is the CRC-32C of the record's key and of every
 	// field before it: a record damaged on disk (a flipped bit in its key,
 	// type, constraints or payload) is refused, never served altered.
@@ -53,17 +57,27 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func recordSum(k resource.Key, fields []byte) []byte {
+func recordSum(k resource.Key, fields, apart []byte) []byte {
 	h := crc32.New(castagnoli)
 	h.Write(ResKey(k))
 	h.Write(fields)
+	h.Write(apart)
 	return binary.BigEndian.AppendUint32(nil, h.Sum32())
 }
 
 // EncodeRecord encodes a variant as backends store it: its version,
 // payload URL, constraints, flags and body, then a checksum of all of it
 // and of its key.
-func EncodeRecord(v *resource.Variant) ([]byte, error) {
+func EncodeRecord(v *resource.Variant) ([]byte, error) { return encodeRecord(v, false) }
+
+// EncodeHead encodes v's record without its body, for a backend that
+// stores v.Body() apart, as it is: bolt hands a batch's payloads to the
+// file without copying them into records first, so a large batch is not
+// held twice before its commit. The record says its body is apart, and
+// its checksum covers the body. DecodeHead reads it back.
+func EncodeHead(v *resource.Variant) ([]byte, error) { return encodeRecord(v, true) }
+
+func encodeRecord(v *resource.Variant, apart bool) ([]byte, error) {
 	var b []byte
 	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
 	b = protowire.AppendString(b, v.Version)
@@ -85,9 +99,16 @@ func EncodeRecord(v *resource.Variant) ([]byte, error) {
 		b = protowire.AppendTag(b, fTTL, protowire.BytesType)
 		b = protowire.AppendBytes(b, protowire.AppendVarint(nil, uint64(v.TTL)))
 	}
-	b = protowire.AppendTag(b, fBody, protowire.BytesType)
-	b = protowire.AppendBytes(b, v.Body())
-	sum := recordSum(v.Key(), b)
+	var sum []byte
+	if apart {
+		b = protowire.AppendTag(b, fBodyApart, protowire.BytesType)
+		b = protowire.AppendBytes(b, nil)
+		sum = recordSum(v.Key(), b, v.Body())
+	} else {
+		b = protowire.AppendTag(b, fBody, protowire.BytesType)
+		b = protowire.AppendBytes(b, v.Body())
+		sum = recordSum(v.Key(), b, nil)
+	}
 	b = protowire.AppendTag(b, fChecksum, protowire.BytesType)
 	return protowire.AppendBytes(b, sum), nil
 }
@@ -95,10 +116,18 @@ func EncodeRecord(v *resource.Variant) ([]byte, error) {
 // DecodeRecord decodes a record EncodeRecord made for key k, refusing one
 // whose checksum does not match.
 func DecodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
+	return DecodeHead(k, b, nil)
+}
+
+// DecodeHead decodes a record that EncodeRecord or EncodeHead made for key
+// k. For one of EncodeHead's, body returns the body stored apart (nil when
+// there is none: the record is refused as damaged). The variant holds a
+// copy of the bytes it is given.
+func DecodeHead(k resource.Key, b []byte, body func() []byte) (*resource.Variant, error) {
 	var (
 		version, payloadURL string
 		cons                constraint.Constraints
-		body                []byte
+		payload, apart      []byte
 		dnc                 bool
 		ttl                 time.Duration
 	)
@@ -131,9 +160,17 @@ func DecodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 			}
 			cons = c
 		case fBody:
-			body = val
+			payload = val
+		case fBodyApart:
+			if body == nil {
+				return nil, fmt.Errorf("corrupt record for %s: its body is kept apart, and there is nowhere to read it from", k)
+			}
+			if payload = body(); payload == nil {
+				return nil, fmt.Errorf("damaged record for %s: its body is missing", k)
+			}
+			apart = payload
 		case fChecksum:
-			if len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart])) {
+			if len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart], apart)) {
 				return nil, fmt.Errorf("damaged record for %s: checksum mismatch", k)
 			}
 		case fDoNotCache:
@@ -146,7 +183,7 @@ func DecodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 			ttl = time.Duration(d)
 		}
 	}
-	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, body)
+	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, payload)
 	v.DoNotCache = dnc
 	v.TTL = ttl
 	return v, nil

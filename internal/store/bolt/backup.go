@@ -173,13 +173,9 @@ func Export(ctx context.Context, s store.Store, w io.Writer) (rev int64, err err
 		if err := st.initTx(tx); err != nil {
 			return err
 		}
-		res := tx.Bucket(bucketRes)
+		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
 		for _, v := range vs {
-			rec, err := encodeRecord(v)
-			if err != nil {
-				return err
-			}
-			if err := res.Put(resKey(v.Key()), rec); err != nil {
+			if err := putVariant(res, bodies, resKey(v.Key()), v); err != nil {
 				return err
 			}
 		}

@@ -41,15 +41,26 @@ var (
 	// variant a revision replaced or removed: the store's history. Both
 	// are trimmed with the log. Files made before they existed get them
 	// on open, with their history starting at that revision (keyHistFrom).
-	bucketRevs  = []byte("revs")
-	bucketUndo  = []byte("undo")
+	bucketRevs = []byte("revs")
+	bucketUndo = []byte("undo")
+	// bucketBody holds, under the same key as its record in bucketRes,
+	// the body of each variant written since format 2 (store.EncodeHead):
+	// bbolt is handed the payloads a batch decoded, as they are, instead
+	// of records that copy them, so that a large batch is not held twice
+	// before its commit. Records of format 1 keep their body inside and
+	// are read as they are.
+	bucketBody  = []byte("bodies")
 	keyHistFrom = []byte("histfrom")
 	keyRev      = []byte("rev")
 	keyCompact  = []byte("compacted")
 	keyFormat   = []byte("format")
 )
 
-const format = 1
+// format is the layout of the file: 2 keeps bodies apart (bucketBody).
+// A file of format 1 is upgraded on open (its records stay readable);
+// an xdsd that reads only format 1 refuses a file of format 2, whose
+// records it would read without their bodies.
+const format = 2
 
 // Options tune a Store.
 type Options struct {
@@ -205,16 +216,28 @@ func walk(db *bbolt.DB, path string) error {
 		// Every stored variant, current or kept for history, decodes and
 		// passes its checksum, and so does every revision record.
 		if res := tx.Bucket(bucketRes); res != nil {
+			bodies := tx.Bucket(bucketBody)
 			err := res.ForEach(func(k, v []byte) error {
 				key, err := splitKey(k)
 				if err != nil {
 					return err
 				}
-				_, err = decodeRecord(key, v)
+				_, err = getVariant(bodies, key, k, v)
 				return err
 			})
 			if err != nil {
 				return err
+			}
+			if bodies != nil {
+				err := bodies.ForEach(func(k, _ []byte) error {
+					if res.Get(k) == nil {
+						return fmt.Errorf("a body without its record, under %q", k)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
 			}
 		}
 		if undo := tx.Bucket(bucketUndo); undo != nil {
@@ -285,10 +308,17 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketUndo); err != nil {
 		return err
 	}
-	if f := meta.Get(keyFormat); f == nil {
-		return meta.Put(keyFormat, u64(format))
-	} else if binary.BigEndian.Uint64(f) != format {
-		return fmt.Errorf("unsupported store format %d (this xdsd reads %d)", binary.BigEndian.Uint64(f), format)
+	if _, err := tx.CreateBucketIfNotExists(bucketBody); err != nil {
+		return err
+	}
+	switch f := getU64(meta.Get(keyFormat)); {
+	case f == format:
+	case f == 1 || meta.Get(keyFormat) == nil:
+		if err := meta.Put(keyFormat, u64(format)); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unsupported store format %d (this xdsd reads 1 and %d): a newer xdsd wrote it", f, format)
 	}
 	s.rev = int64(getU64(meta.Get(keyRev)))
 	return nil
@@ -317,7 +347,52 @@ var (
 	decodeRecord = store.DecodeRecord
 )
 
-type txReader struct{ b *bbolt.Bucket }
+// putVariant stores v under k: its record in res and its body, as it is,
+// in bodies. bbolt keeps a reference to the bytes until the commit.
+func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant) error {
+	if v.Size() == 0 {
+		// bbolt does not tell an empty value from a missing one: an
+		// empty body stays in its record.
+		rec, err := encodeRecord(v)
+		if err != nil {
+			return err
+		}
+		if err := bodies.Delete(k); err != nil {
+			return err
+		}
+		return res.Put(k, rec)
+	}
+	head, err := store.EncodeHead(v)
+	if err != nil {
+		return err
+	}
+	if err := res.Put(k, head); err != nil {
+		return err
+	}
+	return bodies.Put(k, v.Body())
+}
+
+// deleteVariant removes the variant stored under k.
+func deleteVariant(res, bodies *bbolt.Bucket, k []byte) error {
+	if err := res.Delete(k); err != nil {
+		return err
+	}
+	return bodies.Delete(k)
+}
+
+// getVariant decodes the variant under key k whose record is rec, with
+// its body from bodies when it is kept apart. bodies is nil in a file of
+// format 1 opened read-only.
+func getVariant(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resource.Variant, error) {
+	return store.DecodeHead(key, rec, func() []byte {
+		if bodies == nil {
+			return nil
+		}
+		return bodies.Get(k)
+	})
+}
+
+type txReader struct{ b, bodies *bbolt.Bucket }
 
 func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
 	prefix := resKey(resource.Key{Type: typeURL, Name: name})
@@ -328,7 +403,7 @@ func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
 		if err != nil {
 			return nil, err
 		}
-		vr, err := decodeRecord(key, v)
+		vr, err := getVariant(r.bodies, key, k, v)
 		if err != nil {
 			return nil, err
 		}
@@ -382,9 +457,9 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	rev := s.rev + 1
 	var p store.Plan
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		res := tx.Bucket(bucketRes)
+		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
 		var err error
-		if p, err = store.MakePlan(txReader{res}, b, rev); err != nil {
+		if p, err = store.MakePlan(txReader{res, bodies}, b, rev); err != nil {
 			return err
 		}
 		metaChanged, err := putUserMeta(tx.Bucket(bucketUser), p.Meta)
@@ -399,7 +474,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		}
 		var keys []resource.Key
 		for _, k := range p.Deletes {
-			if err := res.Delete(resKey(k)); err != nil {
+			if err := deleteVariant(res, bodies, resKey(k)); err != nil {
 				return err
 			}
 			keys = append(keys, k)
@@ -413,14 +488,10 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		}
 		slices.SortFunc(puts, func(a, b record) int { return bytes.Compare(a.key, b.key) })
 		if len(puts) > bulkPuts {
-			res.FillPercent = 1
+			res.FillPercent, bodies.FillPercent = 1, 1
 		}
 		for _, r := range puts {
-			rec, err := encodeRecord(r.v)
-			if err != nil {
-				return err
-			}
-			if err := res.Put(r.key, rec); err != nil {
+			if err := putVariant(res, bodies, r.key, r.v); err != nil {
 				return err
 			}
 			keys = append(keys, r.v.Key())
@@ -654,7 +725,7 @@ func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*reso
 	var out []*resource.Variant
 	err := guard(func() error {
 		return s.db.View(func(tx *bbolt.Tx) error {
-			meta, res := tx.Bucket(bucketMeta), tx.Bucket(bucketRes)
+			meta, res, bodies := tx.Bucket(bucketMeta), tx.Bucket(bucketRes), tx.Bucket(bucketBody)
 			cur := int64(getU64(meta.Get(keyRev)))
 			if err := store.CheckStateAt(rev, cur, oldest(meta)); err != nil {
 				return err
@@ -676,7 +747,7 @@ func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*reso
 				if !f.Match(key) {
 					continue
 				}
-				vr, err := decodeRecord(key, v)
+				vr, err := getVariant(bodies, key, k, v)
 				if err != nil {
 					return err
 				}
@@ -771,7 +842,7 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 	var cs store.ChangeSet
 	err := guard(func() error {
 		return s.db.View(func(tx *bbolt.Tx) error {
-			meta, res, lg := tx.Bucket(bucketMeta), tx.Bucket(bucketRes), tx.Bucket(bucketLog)
+			meta, res, lg, bodies := tx.Bucket(bucketMeta), tx.Bucket(bucketRes), tx.Bucket(bucketLog), tx.Bucket(bucketBody)
 			rev := int64(getU64(meta.Get(keyRev)))
 			compacted := int64(getU64(meta.Get(keyCompact)))
 			if since < 0 || since < compacted || since > rev {
@@ -781,7 +852,7 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 					if err != nil {
 						return err
 					}
-					vr, err := decodeRecord(key, v)
+					vr, err := getVariant(bodies, key, k, v)
 					if err != nil {
 						return err
 					}
@@ -800,11 +871,12 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 			}
 			var err error
 			cs, err = store.Coalesce(rev, keys, func(k resource.Key) (*resource.Variant, error) {
-				v := res.Get(resKey(k))
+				rk := resKey(k)
+				v := res.Get(rk)
 				if v == nil {
 					return nil, nil
 				}
-				return decodeRecord(k, v)
+				return getVariant(bodies, k, rk, v)
 			})
 			return err
 		})

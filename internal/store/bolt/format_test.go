@@ -1,0 +1,189 @@
+package bolt_test
+
+import (
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// rawUpdate changes a closed store file directly, as another version of
+// xdsd (or damage) would have left it.
+func rawUpdate(t *testing.T, path string, fn func(tx *bbolt.Tx) error) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setFormat(tx *bbolt.Tx, f uint64) error {
+	return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint64(nil, f))
+}
+
+// A file of format 1 — each body inside its record, no bucket of bodies,
+// as xdsd wrote before bodies were kept apart — opens, reads back
+// exactly, is upgraded to format 2, takes new writes, and verifies; a file
+// of a format this xdsd does not know is refused.
+func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	empty := resource.NewVariant(resource.ForURL(resource.ClusterURL), "empty", storetest.Cluster("x", "", "").Constraints, "", "", nil)
+	b := store.Batch{Puts: []*resource.Variant{
+		storetest.Cluster("a", "", "one"), storetest.Cluster("b", "", "one"),
+		storetest.Route("r", "env=prod", "p"), empty,
+	}}
+	if _, err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	want, err := contents(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// Rewrite it as format 1.
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		res, bodies := tx.Bucket([]byte("resources")), tx.Bucket([]byte("bodies"))
+		if bodies == nil || bodies.Stats().KeyN != 3 {
+			t.Errorf("bodies bucket: %v; want the 3 non-empty bodies apart", bodies)
+		}
+		var whole [][2][]byte
+		err := res.ForEach(func(k, v []byte) error {
+			key, err := store.SplitKey(k)
+			if err != nil {
+				return err
+			}
+			vr, err := store.DecodeHead(key, v, func() []byte { return bodies.Get(k) })
+			if err != nil {
+				return err
+			}
+			rec, err := store.EncodeRecord(vr)
+			whole = append(whole, [2][]byte{append([]byte(nil), k...), rec})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, kv := range whole {
+			if err := res.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteBucket([]byte("bodies")); err != nil {
+			return err
+		}
+		return setFormat(tx, 1)
+	})
+	if _, err := bolt.Verify(path); err != nil {
+		t.Fatalf("format 1 file: %v", err)
+	}
+
+	s = open(t, path)
+	got, err := contents(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("format 1 file: %s read back as %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("format 1 file: %d variants, want %d", len(got), len(want))
+	}
+	// One changed (its body now apart), one deleted, one left as it was.
+	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", "two")},
+		Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "b", All: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err = contents(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := bolt.Verify(path); err != nil {
+		t.Fatalf("upgraded file: %v", err)
+	}
+	s = open(t, path)
+	got, err = contents(t, s)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[resource.Key{Type: resource.ClusterURL, Name: "a"}] != want[resource.Key{Type: resource.ClusterURL, Name: "a"}] ||
+		!strings.Contains(got[resource.Key{Type: resource.ClusterURL, Name: "a"}], "two") {
+		t.Errorf("after reopening the upgraded file: %q", got)
+	}
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if f := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint64(f) != 2 {
+			t.Errorf("format %d after the upgrade, want 2", binary.BigEndian.Uint64(f))
+		}
+		return setFormat(tx, 3)
+	})
+	if _, err := bolt.Open(path, bolt.Options{}); err == nil || !strings.Contains(err.Error(), "unsupported store format 3") {
+		t.Errorf("a file of format 3 opened: %v", err)
+	}
+}
+
+// A body kept apart is covered by its record's checksum: a missing,
+// altered or orphaned body makes the file fail verification, and a
+// missing or altered one is never served.
+func TestBodiesApartAreChecked(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, want string
+		damage     func(bodies *bbolt.Bucket) error
+	}{
+		{"missing", "its body is missing", func(b *bbolt.Bucket) error { return b.Delete(firstKey(b)) }},
+		{"altered", "checksum mismatch", func(b *bbolt.Bucket) error {
+			k := firstKey(b)
+			v := append([]byte(nil), b.Get(k)...)
+			v[len(v)-1] ^= 1
+			return b.Put(k, v)
+		}},
+		{"orphaned", "a body without its record", func(b *bbolt.Bucket) error { return b.Put([]byte("nobody\x00x\x00"), []byte("x")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "xdsd.db")
+			s := open(t, path)
+			if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", "one")}}); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			rawUpdate(t, path, func(tx *bbolt.Tx) error { return c.damage(tx.Bucket([]byte("bodies"))) })
+			if _, err := bolt.Verify(path); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Verify: %v, want an error saying %q", err, c.want)
+			}
+			if c.name == "orphaned" {
+				return
+			}
+			s, err := bolt.Open(path, bolt.Options{})
+			if err == nil {
+				_, err = contents(t, s)
+				s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("reading: %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+func firstKey(b *bbolt.Bucket) []byte {
+	k, _ := b.Cursor().First()
+	return append([]byte(nil), k...)
+}
