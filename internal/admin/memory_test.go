@@ -3,45 +3,40 @@ package admin
 import (
 	"bytes"
 	"io"
-	"math"
 	"runtime/debug"
 	"testing"
 )
 
-// While applies run, the memory limit follows what they read, from what
-// the process held when the first began; it is never raised above a limit
-// set before (GOMEMLIMIT), and that limit is back when the last ends.
+// While applies run, GOGC is applyGCPercent unless it was lower or off
+// before; the setting before is back when the last apply ends; what they
+// read is counted.
 func TestMemoryBudget(t *testing.T) {
-	before := debug.SetMemoryLimit(-1)
-	defer debug.SetMemoryLimit(before)
-	for _, prev := range []int64{math.MaxInt64, 8 << 30, 1 << 20} {
-		debug.SetMemoryLimit(prev)
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	for _, c := range []struct{ prev, during int }{{100, applyGCPercent}, {400, applyGCPercent}, {10, 10}, {-1, -1}} {
+		debug.SetGCPercent(c.prev)
 		var m memoryBudget
 		m.begin()
-		base := m.base
-		limit := func(read int64) int64 {
-			return min(prev, int64(float64(base)+applyMemoryFactor*float64(read)+applyMemorySlack))
+		if got := debug.SetGCPercent(-1); got != c.during {
+			t.Errorf("GOGC %d before: %d once an apply began, want %d", c.prev, got, c.during)
 		}
-		if got := debug.SetMemoryLimit(-1); got != limit(0) {
-			t.Errorf("prev %d: limit %d once an apply began, want %d", prev, got, limit(0))
-		}
-		r := &budgetReader{r: bytes.NewReader(make([]byte, 5*applyMemoryStep+10)), m: &m}
-		if _, err := io.Copy(io.Discard, r); err != nil {
+		debug.SetGCPercent(c.during)
+		if _, err := io.Copy(io.Discard, &budgetReader{r: bytes.NewReader(make([]byte, 100000)), m: &m}); err != nil {
 			t.Fatal(err)
 		}
-		// A second apply shares the budget.
-		m.begin()
-		m.grow(3 * applyMemoryStep)
-		if got, want := debug.SetMemoryLimit(-1), limit(8*applyMemoryStep); got != want {
-			t.Errorf("prev %d: limit %d after two applies read 8 MiB, want %d", prev, got, want)
+		m.begin() // a second apply, which ends first
+		m.grow(5)
+		m.end()
+		if got := debug.SetGCPercent(-1); got != c.during {
+			t.Errorf("GOGC %d before: %d with an apply still running, want %d", c.prev, got, c.during)
+		}
+		debug.SetGCPercent(c.during)
+		if m.read != 100005 {
+			t.Errorf("read %d bytes, want 100005", m.read)
 		}
 		m.end()
-		if got := debug.SetMemoryLimit(-1); got != limit(8*applyMemoryStep) {
-			t.Errorf("prev %d: limit %d with one apply still running, want %d", prev, got, limit(8*applyMemoryStep))
-		}
-		m.end()
-		if got := debug.SetMemoryLimit(-1); got != prev {
-			t.Errorf("limit %d after the applies ended, want %d back", got, prev)
+		if got := debug.SetGCPercent(-1); got != c.prev {
+			t.Errorf("GOGC %d after the applies ended, want %d back", got, c.prev)
 		}
 	}
 }

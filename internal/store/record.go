@@ -44,9 +44,9 @@ const (
 	fBody        = 4
 	fDoNotCache  = 5
 	fTTL         = 6 // nanoseconds, as a varint inside the bytes field
-	// fBodyApart, empty, replaces fBody in a record whose body the
-	// backend keeps apart (EncodeHead); the checksum then covers the body
-	// too.
+	// fBodyApart replaces fBody in a record whose body the backend keeps
+	// apart (EncodeHead): its value is the backend's reference to the
+	// body, and the checksum covers the body too.
 	fBodyApart = 7
 	// fChecksum, last, is the CRC-32C of the record's key and of every
 	// field before it: a record damaged on disk (a flipped bit in its key,
@@ -68,16 +68,38 @@ func recordSum(k resource.Key, fields, apart []byte) []byte {
 // EncodeRecord encodes a variant as backends store it: its version,
 // payload URL, constraints, flags and body, then a checksum of all of it
 // and of its key.
-func EncodeRecord(v *resource.Variant) ([]byte, error) { return encodeRecord(v, false) }
+func EncodeRecord(v *resource.Variant) ([]byte, error) { return encodeRecord(v, nil) }
 
 // EncodeHead encodes v's record without its body, for a backend that
-// stores v.Body() apart, as it is: bolt hands a batch's payloads to the
-// file without copying them into records first, so a large batch is not
-// held twice before its commit. The record says its body is apart, and
-// its checksum covers the body. DecodeHead reads it back.
-func EncodeHead(v *resource.Variant) ([]byte, error) { return encodeRecord(v, true) }
+// stores v.Body() apart, as it is, where ref says: bolt hands a batch's
+// payloads to the file without copying them into records, and can write
+// them before the revision that makes them visible. The record holds ref,
+// and its checksum covers the body. DecodeHead reads it back.
+func EncodeHead(v *resource.Variant, ref []byte) ([]byte, error) { return encodeRecord(v, ref) }
 
-func encodeRecord(v *resource.Variant, apart bool) ([]byte, error) {
+// BodyRef is the reference to the body kept apart that a record holds,
+// nil for a record holding its body.
+func BodyRef(b []byte) []byte {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return nil
+		}
+		b = b[n:]
+		val, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		if num == fBodyApart {
+			return val
+		}
+	}
+	return nil
+}
+
+func encodeRecord(v *resource.Variant, ref []byte) ([]byte, error) {
+	apart := ref != nil
 	var b []byte
 	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
 	b = protowire.AppendString(b, v.Version)
@@ -102,7 +124,7 @@ func encodeRecord(v *resource.Variant, apart bool) ([]byte, error) {
 	var sum []byte
 	if apart {
 		b = protowire.AppendTag(b, fBodyApart, protowire.BytesType)
-		b = protowire.AppendBytes(b, nil)
+		b = protowire.AppendBytes(b, ref)
 		sum = recordSum(v.Key(), b, v.Body())
 	} else {
 		b = protowire.AppendTag(b, fBody, protowire.BytesType)
@@ -120,10 +142,10 @@ func DecodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 }
 
 // DecodeHead decodes a record that EncodeRecord or EncodeHead made for key
-// k. For one of EncodeHead's, body returns the body stored apart (nil when
-// there is none: the record is refused as damaged). The variant holds a
-// copy of the bytes it is given.
-func DecodeHead(k resource.Key, b []byte, body func() []byte) (*resource.Variant, error) {
+// k. For one of EncodeHead's, body returns the body stored apart under the
+// record's reference (nil when there is none: the record is refused as
+// damaged). The variant holds a copy of the bytes it is given.
+func DecodeHead(k resource.Key, b []byte, body func(ref []byte) []byte) (*resource.Variant, error) {
 	var (
 		version, payloadURL string
 		cons                constraint.Constraints
@@ -165,7 +187,7 @@ func DecodeHead(k resource.Key, b []byte, body func() []byte) (*resource.Variant
 			if body == nil {
 				return nil, fmt.Errorf("corrupt record for %s: its body is kept apart, and there is nowhere to read it from", k)
 			}
-			if payload = body(); payload == nil {
+			if payload = body(val); payload == nil {
 				return nil, fmt.Errorf("damaged record for %s: its body is missing", k)
 			}
 			apart = payload

@@ -54,6 +54,9 @@ var (
 	keyRev      = []byte("rev")
 	keyCompact  = []byte("compacted")
 	keyFormat   = []byte("format")
+	// keyStaged names the revision whose bodies a large Apply is writing
+	// ahead of its commit (see Apply).
+	keyStaged = []byte("staged")
 )
 
 // format is the layout of the file: 2 keeps bodies apart (bucketBody).
@@ -70,12 +73,20 @@ type Options struct {
 	// LockTimeout bounds the wait for another process holding the file
 	// (one second when zero).
 	LockTimeout time.Duration
+	// StageBytes is the size of payloads past which a batch is written
+	// in steps (see Apply), and the size of each step: DefaultStageBytes
+	// when zero; negative for one transaction whatever the size.
+	StageBytes int
 }
+
+// DefaultStageBytes is Options.StageBytes when it is zero.
+const DefaultStageBytes = 16 << 20
 
 // Store is a store.Store kept in a bbolt file.
 type Store struct {
-	db      *bbolt.DB
-	history int
+	db         *bbolt.DB
+	history    int
+	stageBytes int // 0: never
 
 	mu     sync.Mutex // serializes Apply, guards rev, last and notify
 	rev    int64
@@ -124,7 +135,10 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store %s: damaged: %w (restore a backup)", path, err)
 	}
-	s := &Store{db: db, history: opts.History}
+	if opts.StageBytes == 0 {
+		opts.StageBytes = DefaultStageBytes
+	}
+	s := &Store{db: db, history: opts.History, stageBytes: max(opts.StageBytes, 0)}
 	err = guard(func() error { return db.Update(s.initTx) })
 	if err != nil {
 		db.Close()
@@ -229,8 +243,16 @@ func walk(db *bbolt.DB, path string) error {
 				return err
 			}
 			if bodies != nil {
+				// Bodies staged for a revision not committed (an apply
+				// in progress when a backup was taken, or stopped by a
+				// crash) are left for Open to remove.
+				staged := tx.Bucket(bucketMeta).Get(keyStaged)
 				err := bodies.ForEach(func(k, _ []byte) error {
-					if res.Get(k) == nil {
+					if len(k) < 8 {
+						return fmt.Errorf("corrupt body key %q", k)
+					}
+					ref := k[len(k)-8:]
+					if !bytes.Equal(store.BodyRef(res.Get(k[:len(k)-8])), ref) && !bytes.Equal(ref, staged) {
 						return fmt.Errorf("a body without its record, under %q", k)
 					}
 					return nil
@@ -321,6 +343,14 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 		return fmt.Errorf("unsupported store format %d (this xdsd reads 1 and %d): a newer xdsd wrote it", f, format)
 	}
 	s.rev = int64(getU64(meta.Get(keyRev)))
+	if st := meta.Get(keyStaged); st != nil {
+		// An Apply was stopped (a crash) after staging bodies for a
+		// revision it did not commit.
+		if staged := int64(getU64(st)); staged > s.rev {
+			return dropStaged(tx, staged)
+		}
+		return fmt.Errorf("damaged: bodies staged for revision %d, at or before the committed %d", getU64(st), s.rev)
+	}
 	return nil
 }
 
@@ -347,9 +377,20 @@ var (
 	decodeRecord = store.DecodeRecord
 )
 
-// putVariant stores v under k: its record in res and its body, as it is,
-// in bodies. bbolt keeps a reference to the bytes until the commit.
-func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant) error {
+// bodyKey is where the body of the variant under k is, given its record's
+// reference: k and the revision that wrote it.
+func bodyKey(k, ref []byte) []byte {
+	return append(append(make([]byte, 0, len(k)+len(ref)), k...), ref...)
+}
+
+// putVariant stores v under k as revision rev writes it: its body, as it
+// is, in bodies (unless staged there already), and its record in res.
+// bbolt keeps a reference to the bytes until the commit. The body of the
+// variant it replaces is removed.
+func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, rev int64, staged bool) error {
+	if err := dropBody(res, bodies, k); err != nil {
+		return err
+	}
 	if v.Size() == 0 {
 		// bbolt does not tell an empty value from a missing one: an
 		// empty body stays in its record.
@@ -357,38 +398,46 @@ func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant) error 
 		if err != nil {
 			return err
 		}
-		if err := bodies.Delete(k); err != nil {
-			return err
-		}
 		return res.Put(k, rec)
 	}
-	head, err := store.EncodeHead(v)
+	ref := u64(uint64(rev))
+	head, err := store.EncodeHead(v, ref)
 	if err != nil {
 		return err
 	}
-	if err := res.Put(k, head); err != nil {
-		return err
+	if !staged {
+		if err := bodies.Put(bodyKey(k, ref), v.Body()); err != nil {
+			return err
+		}
 	}
-	return bodies.Put(k, v.Body())
+	return res.Put(k, head)
+}
+
+// dropBody removes the body of the variant under k, if kept apart.
+func dropBody(res, bodies *bbolt.Bucket, k []byte) error {
+	if ref := store.BodyRef(res.Get(k)); ref != nil {
+		return bodies.Delete(bodyKey(k, ref))
+	}
+	return nil
 }
 
 // deleteVariant removes the variant stored under k.
 func deleteVariant(res, bodies *bbolt.Bucket, k []byte) error {
-	if err := res.Delete(k); err != nil {
+	if err := dropBody(res, bodies, k); err != nil {
 		return err
 	}
-	return bodies.Delete(k)
+	return res.Delete(k)
 }
 
 // getVariant decodes the variant under key k whose record is rec, with
 // its body from bodies when it is kept apart. bodies is nil in a file of
 // format 1 opened read-only.
 func getVariant(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resource.Variant, error) {
-	return store.DecodeHead(key, rec, func() []byte {
+	return store.DecodeHead(key, rec, func(ref []byte) []byte {
 		if bodies == nil {
 			return nil
 		}
-		return bodies.Get(k)
+		return bodies.Get(bodyKey(k, ref))
 	})
 }
 
@@ -442,6 +491,17 @@ func decodeKeys(b []byte) ([]resource.Key, error) {
 var errNoChange = errors.New("no change")
 
 // Apply implements store.Store.
+//
+// A batch whose payloads are over Options.StageBytes is written in steps,
+// so that bbolt, which holds every page a transaction dirties until its
+// commit, never holds a copy of the whole batch: its bodies first, in
+// transactions of about StageBytes each, under keys that no record refers
+// to yet (invisible: each is its key and the new revision); then one
+// transaction writes the records that refer to them, the revision and its
+// history, which is what makes the batch visible, all of it or none. A
+// batch that fails after its bodies were staged has them removed; a crash
+// leaves them under the revision named by keyStaged, and Open removes
+// them.
 func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, err
@@ -455,12 +515,31 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		return store.Result{}, err
 	}
 	rev := s.rev + 1
-	var p store.Plan
+	var (
+		p      store.Plan
+		staged bool
+	)
+	if s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
+		err := s.db.View(func(tx *bbolt.Tx) error {
+			var err error
+			p, err = store.MakePlan(txReader{tx.Bucket(bucketRes), tx.Bucket(bucketBody)}, b, rev)
+			return err
+		})
+		if err != nil {
+			return store.Result{}, err
+		}
+		if err := s.stage(ctx, rev, p.Puts); err != nil {
+			return store.Result{}, s.unstage(rev, err)
+		}
+		staged = true
+	}
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
-		var err error
-		if p, err = store.MakePlan(txReader{res, bodies}, b, rev); err != nil {
-			return err
+		if !staged {
+			var err error
+			if p, err = store.MakePlan(txReader{res, bodies}, b, rev); err != nil {
+				return err
+			}
 		}
 		metaChanged, err := putUserMeta(tx.Bucket(bucketUser), p.Meta)
 		if err != nil {
@@ -482,16 +561,12 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		// In key order, into pages filled up: a large batch then appends
 		// to the tree instead of splitting pages at random, and the pages
 		// it dirties (which bbolt holds until the commit) are half as many.
-		puts := make([]record, len(p.Puts))
-		for i, v := range p.Puts {
-			puts[i] = record{key: resKey(v.Key()), v: v}
-		}
-		slices.SortFunc(puts, func(a, b record) int { return bytes.Compare(a.key, b.key) })
+		puts := sortedPuts(p.Puts)
 		if len(puts) > bulkPuts {
 			res.FillPercent, bodies.FillPercent = 1, 1
 		}
 		for _, r := range puts {
-			if err := putVariant(res, bodies, r.key, r.v); err != nil {
+			if err := putVariant(res, bodies, r.key, r.v, rev, staged); err != nil {
 				return err
 			}
 			keys = append(keys, r.v.Key())
@@ -519,10 +594,25 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 				return err
 			}
 		}
+		if staged {
+			if err := meta.Delete(keyStaged); err != nil {
+				return err
+			}
+		}
 		return meta.Put(keyRev, u64(uint64(rev)))
 	})
 	if err != nil && !errors.Is(err, errNoChange) {
+		if staged {
+			err = s.unstage(rev, err)
+		}
 		return store.Result{}, err
+	}
+	if staged && p.Empty() {
+		// Nothing to commit after all (only metadata, or not even that):
+		// the staged bodies of the puts there were none of go too.
+		if err := s.unstage(rev, nil); err != nil {
+			return store.Result{}, err
+		}
 	}
 	if p.Empty() {
 		return store.Result{Rev: s.rev}, nil
@@ -531,6 +621,101 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	s.last = store.ChangeSet{Rev: rev, Puts: p.Puts, Deletes: p.Deletes}
 	s.notify.Wake()
 	return p.Result(rev), nil
+}
+
+// batchBytes is the size of a batch's payloads.
+func batchBytes(b store.Batch) int {
+	n := 0
+	for _, v := range b.Puts {
+		n += v.Size()
+	}
+	return n
+}
+
+func sortedPuts(vs []*resource.Variant) []record {
+	puts := make([]record, len(vs))
+	for i, v := range vs {
+		puts[i] = record{key: resKey(v.Key()), v: v}
+	}
+	slices.SortFunc(puts, func(a, b record) int { return bytes.Compare(a.key, b.key) })
+	return puts
+}
+
+// stageHook, when set (by tests), is called after each transaction of
+// staged bodies.
+var stageHook func(n int)
+
+// stage writes the bodies of a batch's puts for revision rev, in
+// transactions of about s.stageBytes, the first of which records that
+// revision rev is being staged.
+func (s *Store) stage(ctx context.Context, rev int64, vs []*resource.Variant) error {
+	puts := sortedPuts(vs)
+	ref := u64(uint64(rev))
+	for i, n := 0, 0; i < len(puts); n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			if n == 0 {
+				if err := tx.Bucket(bucketMeta).Put(keyStaged, ref); err != nil {
+					return err
+				}
+			}
+			bodies := tx.Bucket(bucketBody)
+			bodies.FillPercent = 1
+			for size := 0; i < len(puts) && size < s.stageBytes; i++ {
+				v := puts[i].v
+				if v.Size() == 0 {
+					continue // kept in its record
+				}
+				if err := bodies.Put(bodyKey(puts[i].key, ref), v.Body()); err != nil {
+					return err
+				}
+				size += v.Size()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if stageHook != nil {
+			stageHook(n)
+		}
+	}
+	return nil
+}
+
+// unstage removes what was staged for revision rev, after err (returned,
+// joined with any failure of the removal; Open removes what is left).
+func (s *Store) unstage(rev int64, err error) error {
+	uerr := s.db.Update(func(tx *bbolt.Tx) error { return dropStaged(tx, rev) })
+	if uerr != nil {
+		uerr = fmt.Errorf("removing the bodies staged for revision %d (the next open removes them): %w", rev, uerr)
+	}
+	return errors.Join(err, uerr)
+}
+
+// dropStaged removes the bodies staged for revision rev, which no record
+// refers to, and the mark that they are there.
+func dropStaged(tx *bbolt.Tx, rev int64) error {
+	ref := u64(uint64(rev))
+	bodies := tx.Bucket(bucketBody)
+	var drop [][]byte
+	err := bodies.ForEach(func(k, _ []byte) error {
+		if bytes.HasSuffix(k, ref) {
+			drop = append(drop, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range drop {
+		if err := bodies.Delete(k); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketMeta).Delete(keyStaged)
 }
 
 // putHistory writes the record and the undo data of revision rev.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
 	"github.com/xdsd/xdsd/internal/store"
@@ -43,6 +44,18 @@ func open(t *testing.T, path string) *bolt.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return open(t, filepath.Join(t.TempDir(), "xdsd.db"))
+	})
+}
+
+// The conformance suite again with every batch staged: its bodies
+// written in transactions of their own before the one that commits it.
+func TestConformanceStaged(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{StageBytes: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	})
 }
 
@@ -143,20 +156,46 @@ func TestFileInUse(t *testing.T) {
 	}
 }
 
-const perBatch = 5
+// crashStagedEnv makes the crash child stage its batches (bolt.Apply):
+// 300 variants a batch, whose bodies are written in transactions of 2 KiB
+// before the one that commits them.
+const crashStagedEnv = "XDSD_BOLT_CRASH_STAGED"
+
+// perBatch is the size of the crash child's batches.
+func perBatch() int {
+	if os.Getenv(crashStagedEnv) != "" {
+		return 300
+	}
+	return 5
+}
 
 // crashChild applies batches of perBatch variants forever, printing
-// "ack N" after batch N is acknowledged, until it is killed.
+// "ack N" after batch N is acknowledged (and, when staging, "staged N"
+// after each transaction of bodies), until it is killed.
 func crashChild(path string) {
-	s, err := bolt.Open(path, bolt.Options{History: 50})
+	opts := bolt.Options{History: 50}
+	w := bufio.NewWriter(os.Stdout)
+	if os.Getenv(crashStagedEnv) != "" {
+		opts.StageBytes = 2048
+		in := bufio.NewReader(os.Stdin)
+		bolt.SetStageHook(func(n int) {
+			fmt.Fprintf(w, "staged %d\n", n)
+			w.Flush()
+			// Go on when told: the test kills the child here, between
+			// two transactions of bodies, or lets it go on.
+			if _, err := in.ReadByte(); err != nil {
+				os.Exit(3)
+			}
+		})
+	}
+	s, err := bolt.Open(path, opts)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	w := bufio.NewWriter(os.Stdout)
 	for n := s.Rev() + 1; ; n++ {
 		var b store.Batch
-		for j := range perBatch {
+		for j := range perBatch() {
 			b.Puts = append(b.Puts, storetest.Cluster(fmt.Sprintf("b%d-%d", n, j), "", strconv.FormatInt(n, 10)))
 		}
 		// Also rewrite a shared resource, so batches overlap in content,
@@ -178,15 +217,36 @@ func crashChild(path string) {
 // was told had succeeded is there, and no batch is there in part, its
 // metadata included.
 func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
+	crashRounds(t, false, []int{7, 1, 23, 12})
+}
+
+// The same for batches staged before their commit, killed while staging
+// (between transactions of bodies), just before the commit and after it:
+// a batch is all there or not at all, and no staged body is left behind
+// (Verify finds a body no record refers to).
+func TestCrashDuringStagedBatches(t *testing.T) {
+	t.Setenv(crashStagedEnv, "1")
+	crashRounds(t, true, []int{1, 4, 9, 17, 26, 40, 3})
+}
+
+// crashRounds runs the crash child, killing it after it has said
+// killAfter[i] lines in round i, and checks the store after each.
+func crashRounds(t *testing.T, staged bool, killAfter []int) {
 	path := filepath.Join(t.TempDir(), "xdsd.db")
 	var acked int64
-	for round, killAfter := range []int{7, 1, 23, 12} {
+	stagedSeen, midStage := 0, 0
+	for round, killAfter := range killAfter {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		killedStaging := false
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -194,6 +254,17 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 		seen := 0
 		for sc.Scan() {
 			line := sc.Text()
+			if _, ok := strings.CutPrefix(line, "staged "); ok && staged {
+				stagedSeen++
+				if seen++; seen == killAfter {
+					killedStaging = true
+					break
+				}
+				if _, err := in.Write([]byte{'\n'}); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
 			rev, ok := strings.CutPrefix(line, "ack ")
 			if !ok {
 				t.Fatalf("round %d: child said %q", round, line)
@@ -207,6 +278,16 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Wait()
+		if killedStaging {
+			// Killed between two transactions of bodies: some are
+			// staged, under the mark that Open removes them by.
+			midStage++
+			rawView(t, path, func(tx *bbolt.Tx) {
+				if tx.Bucket([]byte("meta")).Get([]byte("staged")) == nil {
+					t.Errorf("round %d: killed while staging, and no staged mark", round)
+				}
+			})
+		}
 
 		s := open(t, path)
 		cs, err := s.Changes(context.Background(), store.FromStart)
@@ -216,7 +297,13 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 		rev := s.Rev()
 		last, err := s.Meta(context.Background(), "last")
 		s.Close()
-		if err != nil || string(last) != strconv.FormatInt(rev, 10) {
+		// Before the first batch, the store is empty: no metadata, no
+		// shared resource.
+		want := strconv.FormatInt(rev, 10)
+		if rev == 0 {
+			want = ""
+		}
+		if err != nil || string(last) != want {
 			t.Errorf("round %d: at rev %d the metadata names batch %q (%v)", round, rev, last, err)
 		}
 		if rev < acked {
@@ -236,14 +323,20 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 			batches[n]++
 		}
 		for n := int64(1); n <= rev; n++ {
-			if c := batches[strconv.FormatInt(n, 10)]; c != perBatch {
-				t.Errorf("round %d: batch %d has %d of %d variants", round, n, c, perBatch)
+			if c := batches[strconv.FormatInt(n, 10)]; c != perBatch() {
+				t.Errorf("round %d: batch %d has %d of %d variants", round, n, c, perBatch())
 			}
 		}
-		if len(batches) != int(rev) || shared != strconv.FormatInt(rev, 10) {
+		if _, err := bolt.Verify(path); err != nil {
+			t.Errorf("round %d: %v", round, err)
+		}
+		if len(batches) != int(rev) || shared != want {
 			t.Errorf("round %d: %d batches and shared@%s at rev %d", round, len(batches), shared, rev)
 		}
 		t.Logf("round %d: killed after ack %d; reopened at rev %d", round, acked, rev)
+	}
+	if staged && (stagedSeen == 0 || midStage == 0) {
+		t.Errorf("%d transactions of staged bodies, %d kills among them", stagedSeen, midStage)
 	}
 }
 

@@ -29,6 +29,17 @@ func rawUpdate(t *testing.T, path string, fn func(tx *bbolt.Tx) error) {
 	}
 }
 
+// rawView reads a closed store file directly.
+func rawView(t *testing.T, path string, fn func(tx *bbolt.Tx)) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o400, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bbolt.Tx) error { fn(tx); return nil })
+}
+
 func setFormat(tx *bbolt.Tx, f uint64) error {
 	return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint64(nil, f))
 }
@@ -67,7 +78,7 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			vr, err := store.DecodeHead(key, v, func() []byte { return bodies.Get(k) })
+			vr, err := store.DecodeHead(key, v, func(ref []byte) []byte { return bodies.Get(append(append([]byte(nil), k...), ref...)) })
 			if err != nil {
 				return err
 			}
