@@ -1,0 +1,55 @@
+#!/bin/bash
+# Measures one `xdsd apply` of a large file into a fresh `xdsd serve` with a
+# bolt store (BENCHMARKS.md, "Large batches"): the time, the peak RSS of both
+# processes, and what the server held before and after.
+#
+#   go build -o /tmp/xdsd ./cmd/xdsd
+#   go run ./internal/meshgen/gen -n 100000 -o /tmp/clusters.json
+#   XDSD=/tmp/xdsd bench/scripts/large-apply.sh /tmp/clusters.json none
+#
+# usage: large-apply.sh FILE CLIENT [serve flags...]   (CLIENT: none, envoy, grpc)
+set -u
+f=$1 client=$2
+shift 2
+xdsd=${XDSD:-xdsd}
+dir=$(mktemp -d)
+trap 'kill $spid $mpid 2>/dev/null; rm -rf "$dir"' EXIT
+admin=127.0.0.1:18301
+
+"$xdsd" serve --store "bolt:$dir/xdsd.db" --xds-addr 127.0.0.1:0 --admin-addr $admin "$@" >"$dir/serve.log" 2>&1 &
+spid=$!
+for _ in $(seq 100); do curl -sf $admin/readyz >/dev/null && break; sleep 0.1; done
+kib() { awk -v k="$1:" '$1 == k {print $2}' /proc/$spid/status; }
+before=$(kib VmRSS)
+
+# Anonymous memory sampled every 50 ms (VmHWM also counts the binary's pages).
+(
+	peak=0
+	while a=$(kib RssAnon 2>/dev/null) && [ -n "$a" ]; do
+		[ "$a" -gt "$peak" ] && peak=$a && echo "$peak" >"$dir/anon"
+		sleep 0.05
+	done
+) &
+mpid=$!
+
+start=$(date +%s.%N)
+/usr/bin/time -f %M -o "$dir/apply.rss" "$xdsd" apply --admin $admin --client "$client" -f "$f" >"$dir/apply.out" 2>&1
+rc=$?
+end=$(date +%s.%N)
+sleep 0.3
+hwm=$(kib VmHWM)
+sleep 3
+after=$(kib VmRSS)
+size=$(stat -c %s "$f")
+n=$(head -1 "$dir/apply.out" | awk '{print $3}')
+
+echo "exit $rc: $(head -1 "$dir/apply.out")"
+awk -v s="$start" -v e="$end" -v n="$n" -v size="$size" -v arss="$(cat "$dir/apply.rss")" \
+	-v before="$before" -v hwm="$hwm" -v anon="$(cat "$dir/anon")" -v after="$after" -v db="$(stat -c %s "$dir/xdsd.db")" 'BEGIN {
+	t = e - s
+	printf "input %.0f MB, %.1f s, %.0f resources/s\n", size/1e6, t, n/t
+	printf "xdsd apply peak RSS %.0f MiB\n", arss/1024
+	printf "server RSS before %.0f MiB, peak %.0f MiB (anonymous %.0f MiB), growth %.0f MiB = %.2fx the input, 3 s after %.0f MiB\n",
+		before/1024, hwm/1024, anon/1024, (hwm-before)/1024, (hwm-before)*1024/size, after/1024
+	printf "store file %.0f MB\n", db/1e6
+}'
