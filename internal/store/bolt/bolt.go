@@ -516,8 +516,8 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	}
 	rev := s.rev + 1
 	var (
-		p      store.Plan
-		staged bool
+		p               store.Plan
+		planned, staged bool
 	)
 	if s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
 		err := s.db.View(func(tx *bbolt.Tx) error {
@@ -528,14 +528,17 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		if err != nil {
 			return store.Result{}, err
 		}
-		if err := s.stage(ctx, rev, p.Puts); err != nil {
-			return store.Result{}, s.unstage(rev, err)
+		planned = true
+		if len(p.Puts) > 0 { // (a batch that changes nothing stages nothing)
+			if err := s.stage(ctx, rev, p.Puts); err != nil {
+				return store.Result{}, s.unstage(rev, err)
+			}
+			staged = true
 		}
-		staged = true
 	}
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
-		if !staged {
+		if !planned {
 			var err error
 			if p, err = store.MakePlan(txReader{res, bodies}, b, rev); err != nil {
 				return err
@@ -606,13 +609,6 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			err = s.unstage(rev, err)
 		}
 		return store.Result{}, err
-	}
-	if staged && p.Empty() {
-		// Nothing to commit after all (only metadata, or not even that):
-		// the staged bodies of the puts there were none of go too.
-		if err := s.unstage(rev, nil); err != nil {
-			return store.Result{}, err
-		}
 	}
 	if p.Empty() {
 		return store.Result{Rev: s.rev}, nil
