@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -429,11 +431,53 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	a.o.Logger.Info("applied", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings))
 	a.waitServed(r.Context(), res.Rev)
-	out := result(res)
+	var fs []DocError
 	for _, f := range findings {
-		out.Findings = append(out.Findings, findingError(f))
+		fs = append(fs, findingError(f))
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeApplyResult(w, res, fs)
+}
+
+// writeApplyResult writes what writeJSON writes of the ApplyResult of r
+// and findings, a key at a time: a batch of 100,000 resources is answered
+// with 100,000 keys, which are then neither held as strings nor as the
+// whole JSON document at once.
+func writeApplyResult(w http.ResponseWriter, r store.Result, findings []DocError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	var str bytes.Buffer
+	enc := json.NewEncoder(&str)
+	enc.SetEscapeHTML(false) // as writeJSON
+	keys := func(name string, ks []resource.Key) {
+		fmt.Fprintf(bw, "  %q: [", name)
+		for i, k := range ks {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteString("\n    ")
+			str.Reset()
+			enc.Encode(keyString(k)) // a string always encodes
+			bw.Write(bytes.TrimSuffix(str.Bytes(), []byte("\n")))
+		}
+		if len(ks) > 0 {
+			bw.WriteString("\n  ")
+		}
+		bw.WriteByte(']')
+	}
+	fmt.Fprintf(bw, "{\n  \"revision\": %d,\n", r.Rev)
+	keys("changed", r.Puts)
+	bw.WriteString(",\n")
+	keys("deleted", r.Deletes)
+	if len(findings) > 0 {
+		str.Reset()
+		enc.SetIndent("  ", "  ")
+		enc.Encode(findings)
+		bw.WriteString(",\n  \"findings\": ")
+		bw.Write(bytes.TrimSuffix(str.Bytes(), []byte("\n")))
+	}
+	bw.WriteString("\n}\n")
+	bw.Flush()
 }
 
 // guard refuses (409) a batch that would strand connected clients, unless
@@ -517,7 +561,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	a.o.Logger.Info("deleted", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "variants", len(res.Deletes))
 	a.waitServed(r.Context(), res.Rev)
-	writeJSON(w, http.StatusOK, result(res))
+	writeApplyResult(w, res, nil)
 }
 
 func (a *api) clients(w http.ResponseWriter, r *http.Request) {

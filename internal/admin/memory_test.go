@@ -3,8 +3,13 @@ package admin
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime/debug"
 	"testing"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // While applies run, GOGC is applyGCPercent unless it was lower or off
@@ -37,6 +42,32 @@ func TestMemoryBudget(t *testing.T) {
 		m.end()
 		if got := debug.SetGCPercent(-1); got != c.prev {
 			t.Errorf("GOGC %d after the applies ended, want %d back", got, c.prev)
+		}
+	}
+}
+
+// writeApplyResult writes, a key at a time, what writeJSON writes of an
+// ApplyResult.
+func TestWriteApplyResult(t *testing.T) {
+	for _, c := range []struct {
+		r  store.Result
+		fs []DocError
+	}{
+		{store.Result{Rev: 7}, nil},
+		{store.Result{Rev: 8, Puts: []resource.Key{
+			{Type: resource.ClusterURL, Name: `a "quoted" <name>`},
+			{Type: resource.RouteURL, Name: "r", Constraints: "env=prod && v=1"},
+		}, Deletes: []resource.Key{{Type: resource.ClusterURL, Name: "gone"}}},
+			[]DocError{{Source: "f.yaml", Line: 3, Message: "route r: cluster c-v2: no such cluster", Warning: true}}},
+	} {
+		got := httptest.NewRecorder()
+		writeApplyResult(got, c.r, c.fs)
+		want := httptest.NewRecorder()
+		out := result(c.r)
+		out.Findings = c.fs
+		writeJSON(want, http.StatusOK, out)
+		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("got\n%s\nwant\n%s", got.Body, want.Body)
 		}
 	}
 }

@@ -100,18 +100,37 @@ func BodyRef(b []byte) []byte {
 
 func encodeRecord(v *resource.Variant, ref []byte) ([]byte, error) {
 	apart := ref != nil
-	var b []byte
-	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
-	b = protowire.AppendString(b, v.Version)
-	b = protowire.AppendTag(b, fPayloadURL, protowire.BytesType)
-	b = protowire.AppendString(b, v.PayloadURL)
+	var cons []byte
 	if !v.Constraints.IsZero() {
-		c, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Constraints.Proto())
-		if err != nil {
+		var err error
+		if cons, err = (proto.MarshalOptions{Deterministic: true}).Marshal(v.Constraints.Proto()); err != nil {
 			return nil, err
 		}
+	}
+	// The payload URL is left out when it is the type's (DecodeRecord
+	// reads a missing one as the type's): a large batch holds one record
+	// per resource until its commit.
+	url := v.PayloadURL
+	if url == v.Type.URL {
+		url = ""
+	}
+	// Seven fields at most, each with a 1-byte tag and up to 10 bytes of
+	// length; do_not_cache's value is 1 byte, the TTL's up to 10, the
+	// checksum's 4.
+	n := 7*11 + 1 + 10 + 4 + len(v.Version) + len(url) + len(cons) + len(ref)
+	if !apart {
+		n += v.Size()
+	}
+	b := make([]byte, 0, n)
+	b = protowire.AppendTag(b, fVersion, protowire.BytesType)
+	b = protowire.AppendString(b, v.Version)
+	if url != "" {
+		b = protowire.AppendTag(b, fPayloadURL, protowire.BytesType)
+		b = protowire.AppendString(b, url)
+	}
+	if cons != nil {
 		b = protowire.AppendTag(b, fConstraints, protowire.BytesType)
-		b = protowire.AppendBytes(b, c)
+		b = protowire.AppendBytes(b, cons)
 	}
 	if v.DoNotCache {
 		b = protowire.AppendTag(b, fDoNotCache, protowire.BytesType)

@@ -462,7 +462,11 @@ func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
 }
 
 func encodeKeys(keys []resource.Key) []byte {
-	var b []byte
+	n := 0
+	for _, k := range keys {
+		n += binary.MaxVarintLen64 + len(k.Type) + len(k.Name) + len(k.Constraints) + 2
+	}
+	b := make([]byte, 0, n)
 	for _, k := range keys {
 		b = protowire.AppendBytes(b, resKey(k))
 	}
