@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -65,6 +66,28 @@ func TestWriteApplyResult(t *testing.T) {
 		want := httptest.NewRecorder()
 		out := result(c.r)
 		out.Findings = c.fs
+		writeJSON(want, http.StatusOK, out)
+		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("got\n%s\nwant\n%s", got.Body, want.Body)
+		}
+	}
+}
+
+// writeResourceList writes, a resource at a time, what writeJSON writes
+// of a ResourceList, empty or not, whatever the names hold.
+func TestWriteResourceList(t *testing.T) {
+	for _, vs := range [][]*resource.Variant{
+		nil,
+		{storetest.Cluster(`a "quoted" <name>`, "", "x")},
+		{storetest.Route("r", "env=prod && v=1", "p"), storetest.Route("r", "", "d"), storetest.Cluster("c", "", "y")},
+	} {
+		got := httptest.NewRecorder()
+		writeResourceList(got, 9, sortVariants(vs))
+		want := httptest.NewRecorder()
+		out := ResourceList{Revision: 9, Resources: []Resource{}}
+		for _, v := range sortVariants(vs) {
+			out.Resources = append(out.Resources, Render(v))
+		}
 		writeJSON(want, http.StatusOK, out)
 		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("got\n%s\nwant\n%s", got.Body, want.Body)

@@ -85,6 +85,9 @@ type pageRevision struct {
 const (
 	pageRevisions = 10
 	pageChanges   = 20
+	// pageResources is how many variants the page lists, in order; past
+	// it the page says how many more there are and where to find them.
+	pageResources = 1000
 )
 
 type pageData struct {
@@ -92,13 +95,15 @@ type pageData struct {
 	Ready     bool
 	Revision  int64
 	Resources []pageResource
-	Revisions []pageRevision
-	Oldest    int64
-	Clients   []pageClient
-	Upstreams []pageUpstream
-	HasStore  bool
-	Degraded  string
-	Errors    []string
+	// AllResources counts the variants, MoreResources those not listed.
+	AllResources, MoreResources int
+	Revisions                   []pageRevision
+	Oldest                      int64
+	Clients                     []pageClient
+	Upstreams                   []pageUpstream
+	HasStore                    bool
+	Degraded                    string
+	Errors                      []string
 }
 
 // asJSON fills out from v's JSON form.
@@ -122,14 +127,15 @@ func (a *api) page(w http.ResponseWriter, r *http.Request) {
 			d.Errors = append(d.Errors, "resources: "+rec.body.String())
 		}
 		d.Revision = rev
-		rs := make([]Resource, 0, len(vs))
-		for _, v := range vs {
-			rs = append(rs, Resource{Type: v.Type.Name, Name: v.Name, Constraints: v.Constraints.String(),
-				Version: v.Version, PayloadType: payloadType(v)})
+		vs = sortVariants(vs)
+		d.AllResources = len(vs)
+		if len(vs) > pageResources {
+			d.MoreResources = len(vs) - pageResources
+			vs = vs[:pageResources]
 		}
-		sortResources(rs)
-		for _, r := range rs {
-			d.Resources = append(d.Resources, pageResource{Resource: r})
+		for _, v := range vs {
+			d.Resources = append(d.Resources, pageResource{Resource: Resource{Type: v.Type.Name, Name: v.Name,
+				Constraints: v.Constraints.String(), Version: v.Version, PayloadType: payloadType(v)}})
 		}
 	}
 	if a.o.Clients != nil {
@@ -293,11 +299,11 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 <td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td class="wrap">{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: rejected version {{$t.LastNack.Version}}{{if $t.LastNack.LastGood}} (holds {{$t.LastNack.LastGood}}){{end}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
 {{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="6" class="muted">no request yet</td></tr>
 {{end}}{{end}}</table>{{else}}<p class="muted">no client connected</p>{{end}}
-<h2>Resources ({{len .Resources}})</h2>
+<h2>Resources ({{.AllResources}})</h2>
 {{if .Resources}}<table id="resources"><tr><th>type</th><th>name</th><th>constraints</th><th>version</th><th>held by</th></tr>
 {{range .Resources}}<tr><td>{{.Type}}</td><td><a href="{{resourceURL .Type .Name}}"><code>{{.Name}}</code></a>{{if .PayloadType}} <span class="muted">→ {{.PayloadType}}</span>{{end}}</td><td><code>{{.Constraints}}</code></td><td>{{.Version}}</td>
 <td class="holders">{{range .HeldBy}}<code>{{.}}</code><br>{{else}}<span class="muted">no client</span>{{end}}</td></tr>
-{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
+{{end}}</table>{{if .MoreResources}}<p class="muted" id="more-resources">… and {{.MoreResources}} more, not listed here: <a href="/v1/resources">all as JSON</a></p>{{end}}{{else}}<p class="muted">none</p>{{end}}
 {{if .HasStore}}<h2>Recent revisions</h2>
 {{if .Revisions}}<table id="revisions"><tr><th>revision</th><th>when, who</th><th>changes</th><th>rollout</th></tr>
 {{range .Revisions}}<tr class="revision"><td>{{.Rev}}</td><td>{{.Time.Format "2006-01-02 15:04:05Z07:00"}}<br><span class="muted">{{if .Audit.Who}}{{.Audit.Who}}{{else}}(anonymous){{end}}{{if .Audit.From}} from {{.Audit.From}}{{end}}{{if .Audit.Via}} via {{.Audit.Via}}{{end}}</span></td>

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -111,5 +112,29 @@ func TestJSONIsNotHTMLEscaped(t *testing.T) {
 	_, body := get(t, srv.URL+"/v1/resources")
 	if !strings.Contains(body, `"constraints": "env=prod && version=v1"`) {
 		t.Errorf("/v1/resources: %s", body)
+	}
+}
+
+// The page lists the first 1,000 variants in order and says how many
+// more there are and where to find them all.
+func TestPageListsAThousand(t *testing.T) {
+	st := mem.New()
+	defer st.Close()
+	var b store.Batch
+	for i := range 1003 {
+		b.Puts = append(b.Puts, storetest.Cluster(fmt.Sprintf("c%04d", i), "", "x"))
+	}
+	if _, err := st.Apply(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.Handler(admin.Options{Store: st, Ready: func() bool { return true }}))
+	defer srv.Close()
+	_, page := get(t, srv.URL+"/")
+	wantAll(t, page, "Resources (1003)", "<code>c0999</code>", `… and 3 more, not listed here: <a href="/v1/resources">all as JSON</a>`)
+	if strings.Contains(page, "<code>c1000</code>") {
+		t.Error("the page lists a variant past the first 1,000")
+	}
+	if _, body := get(t, srv.URL+"/v1/resources"); !strings.Contains(body, `"name": "c1002"`) {
+		t.Error("/v1/resources lacks the last variant")
 	}
 }
