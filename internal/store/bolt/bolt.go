@@ -558,7 +558,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			}
 			return nil
 		}
-		var keys []resource.Key
+		keys := make([]resource.Key, 0, len(p.Deletes)+len(p.Puts))
 		for _, k := range p.Deletes {
 			if err := deleteVariant(res, bodies, resKey(k)); err != nil {
 				return err
@@ -727,13 +727,25 @@ func putHistory(tx *bbolt.Tx, rev int64, a store.Audit, p store.Plan) error {
 	if err := tx.Bucket(bucketRevs).Put(u64(uint64(rev)), sealRevision(rev, rec)); err != nil {
 		return err
 	}
-	undo := tx.Bucket(bucketUndo)
+	// Written in key order: bbolt inserts into a node by moving what
+	// follows, so 100,000 keys in a map's order took 6 of the 9 seconds
+	// the whole apply took.
+	type undoEntry struct {
+		key []byte
+		v   *resource.Variant
+	}
+	es := make([]undoEntry, 0, len(p.Prev))
 	for k, v := range p.Prev {
-		b, err := encodeRecord(v)
+		es = append(es, undoEntry{append(u64(uint64(rev)), resKey(k)...), v})
+	}
+	slices.SortFunc(es, func(a, b undoEntry) int { return bytes.Compare(a.key, b.key) })
+	undo := tx.Bucket(bucketUndo)
+	for _, e := range es {
+		b, err := encodeRecord(e.v)
 		if err != nil {
 			return err
 		}
-		if err := undo.Put(append(u64(uint64(rev)), resKey(k)...), b); err != nil {
+		if err := undo.Put(e.key, b); err != nil {
 			return err
 		}
 	}
