@@ -3,7 +3,9 @@ package bolt_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -40,13 +42,33 @@ func rawView(t *testing.T, path string, fn func(tx *bbolt.Tx)) {
 	db.View(func(tx *bbolt.Tx) error { fn(tx); return nil })
 }
 
+// history is what a store's log and revision records say: every revision
+// record, and the changes since revision 0 as text.
+func history(t *testing.T, s store.Store) (store.RevisionList, string) {
+	t.Helper()
+	revs, err := s.Revisions(context.Background(), store.HistoryQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Changes(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf("rev %d reset %v deletes %v", cs.Rev, cs.Reset, cs.Deletes)
+	for _, v := range cs.Puts {
+		text += fmt.Sprintf(" put %s@%s", v.Key(), v.Version)
+	}
+	return revs, text
+}
+
 func setFormat(tx *bbolt.Tx, f uint64) error {
 	return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint64(nil, f))
 }
 
 // A file of format 1 — each body inside its record, no bucket of bodies,
-// as xdsd wrote before bodies were kept apart — opens, reads back
-// exactly, is upgraded to format 2, takes new writes, and verifies; a file
+// as xdsd wrote before bodies were kept apart; each key of its log and
+// history whole, as before format 3 — opens, reads back exactly (history
+// too), is upgraded to format 3, takes new writes, and verifies; a file
 // of a format this xdsd does not know is refused.
 func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 	ctx := context.Background()
@@ -55,18 +77,24 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 	empty := resource.NewVariant(resource.ForURL(resource.ClusterURL), "empty", storetest.Cluster("x", "", "").Constraints, "", "", nil)
 	b := store.Batch{Puts: []*resource.Variant{
 		storetest.Cluster("a", "", "one"), storetest.Cluster("b", "", "one"),
-		storetest.Route("r", "env=prod", "p"), empty,
+		storetest.Route("r", "env=prod", "p"), empty, storetest.Cluster("gone", "", "g"),
 	}}
 	if _, err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", "one-b")},
+		Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "gone", All: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	want, err := contents(t, s)
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantRevs, wantChanges := history(t, s)
 	s.Close()
 
-	// Rewrite it as format 1.
+	// Rewrite it as format 1, its log entries and revision records as
+	// formats 1 and 2 wrote them.
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		res, bodies := tx.Bucket([]byte("resources")), tx.Bucket([]byte("bodies"))
 		if bodies == nil || bodies.Stats().KeyN != 3 {
@@ -97,6 +125,9 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 		if err := tx.DeleteBucket([]byte("bodies")); err != nil {
 			return err
 		}
+		if err := bolt.RewriteHistoryAsFormat2(tx); err != nil {
+			return err
+		}
 		return setFormat(tx, 1)
 	})
 	if _, err := bolt.Verify(path); err != nil {
@@ -115,6 +146,9 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("format 1 file: %d variants, want %d", len(got), len(want))
+	}
+	if revs, changes := history(t, s); !reflect.DeepEqual(revs, wantRevs) || changes != wantChanges {
+		t.Errorf("format 1 file: history\n%+v\n%s\nwant\n%+v\n%s", revs, changes, wantRevs, wantChanges)
 	}
 	// One changed (its body now apart), one deleted, one left as it was.
 	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", "two")},
@@ -140,13 +174,13 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 		t.Errorf("after reopening the upgraded file: %q", got)
 	}
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
-		if f := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint64(f) != 2 {
-			t.Errorf("format %d after the upgrade, want 2", binary.BigEndian.Uint64(f))
+		if f := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint64(f) != 3 {
+			t.Errorf("format %d after the upgrade, want 3", binary.BigEndian.Uint64(f))
 		}
-		return setFormat(tx, 3)
+		return setFormat(tx, 4)
 	})
-	if _, err := bolt.Open(path, bolt.Options{}); err == nil || !strings.Contains(err.Error(), "unsupported store format 3") {
-		t.Errorf("a file of format 3 opened: %v", err)
+	if _, err := bolt.Open(path, bolt.Options{}); err == nil || !strings.Contains(err.Error(), "unsupported store format 4") {
+		t.Errorf("a file of format 4 opened: %v", err)
 	}
 }
 
