@@ -75,9 +75,6 @@ func (f Finding) Location() string {
 	return strings.TrimSuffix(e.Error(), ": ")
 }
 
-// group is a resource, all its variants.
-type group struct{ typ, name string }
-
 // Checker collects what a client would reject in a batch of documents,
 // checked on its own or on top of what a store holds. Add the batch's
 // documents, then the stored variants (AddStored), then ask Findings.
@@ -85,8 +82,10 @@ type Checker struct {
 	client   Client
 	set      refs.Set
 	found    []Finding
-	batch    map[group]bool
-	refPos   map[*refs.Entry][]*resource.DocError // where each reference of a batch entry is written
+	// refPos holds, for each entry of the batch (and only those), where
+	// each of its references is written. A resource whose first entry
+	// has one is the batch's.
+	refPos   map[*refs.Entry][]refAt
 	listens  []listening
 	maxFound int
 	dropped  int
@@ -98,7 +97,7 @@ const MaxFindings = 1000
 
 // New returns a checker for a client.
 func New(c Client) *Checker {
-	return &Checker{client: c, batch: map[group]bool{}, refPos: map[*refs.Entry][]*resource.DocError{}, maxFound: MaxFindings}
+	return &Checker{client: c, refPos: map[*refs.Entry][]refAt{}, maxFound: MaxFindings}
 }
 
 // Client is the client the checker checks for.
@@ -118,10 +117,10 @@ func (k *Checker) Add(d *resource.Document) {
 	v := d.Variant
 	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.Of(d.Message), Loc: d.Location}
 	k.set.Add(e)
-	k.batch[group{e.Type, e.Name}] = true
-	pos := make([]*resource.DocError, len(e.Refs))
+	pos := make([]refAt, len(e.Refs))
 	for i, r := range e.Refs {
-		pos[i] = d.ErrorAt(r.Path, "")
+		at := d.ErrorAt(r.Path, "")
+		pos[i] = refAt{path: at.Path, line: int32(at.Line), col: int32(at.Column)}
 	}
 	k.refPos[e] = pos
 	desc := e.Describe()
@@ -140,6 +139,26 @@ func (k *Checker) Add(d *resource.Document) {
 	if k.client == Envoy {
 		k.listens = append(k.listens, listenings(e, d.Message)...)
 	}
+}
+
+// refAt is where a reference of a batch entry is written: a
+// resource.DocError's place, kept in a quarter of its size (a batch of
+// 100,000 resources has about as many references).
+type refAt struct {
+	path      string
+	line, col int32
+}
+
+// inBatch reports whether the batch gives the resource: the batch's
+// entries of a resource come before any stored one (AddStored adds none
+// of a resource the batch gives).
+func (k *Checker) inBatch(typeURL, name string) bool {
+	vs := k.set.Variants(typeURL, name)
+	if len(vs) == 0 {
+		return false
+	}
+	_, ok := k.refPos[vs[0]]
+	return ok
 }
 
 // Stored is what the checks across resources need of a variant a store
@@ -163,7 +182,7 @@ func Summarize(v *resource.Variant, m proto.Message) *Stored {
 // (they are not this batch's), only what the batch does to it.
 func (k *Checker) AddStored(s *Stored) {
 	e := s.entry
-	if k.batch[group{e.Type, e.Name}] {
+	if k.inBatch(e.Type, e.Name) {
 		return
 	}
 	k.set.Add(e)
@@ -181,7 +200,7 @@ func (k *Checker) Set() *refs.Set { return &k.set }
 func (k *Checker) Findings() []Finding {
 	found := append([]Finding(nil), k.found...)
 	for _, d := range k.set.Dangling(k.wildcard()...) {
-		if !k.batch[group{d.From.Type, d.From.Name}] && !k.batch[group{d.Ref.Type, d.Ref.Name}] {
+		if !k.inBatch(d.From.Type, d.From.Name) && !k.inBatch(d.Ref.Type, d.Ref.Name) {
 			continue // not this batch's doing
 		}
 		found = append(found, k.dangling(d))
@@ -221,8 +240,7 @@ func (k *Checker) dangling(d refs.Dangling) Finding {
 	if pos := k.refPos[d.From]; pos != nil {
 		for i, r := range d.From.Refs {
 			if r == d.Ref && i < len(pos) {
-				c := *pos[i]
-				where = &c
+				where = &resource.DocError{Source: d.From.Loc.Source, Index: d.From.Loc.Index, Line: int(pos[i].line), Column: int(pos[i].col), Path: pos[i].path}
 				break
 			}
 		}
@@ -275,7 +293,7 @@ func (k *Checker) listenerConflicts() []Finding {
 				if x.Name == y.Name {
 					continue // variants of one listener: a client gets one
 				}
-				if !k.batch[group{x.Type, x.Name}] && !k.batch[group{y.Type, y.Name}] {
+				if !k.inBatch(x.Type, x.Name) && !k.inBatch(y.Type, y.Name) {
 					continue
 				}
 				w, ok, err := constraint.Overlap(x.Constraints, y.Constraints)
