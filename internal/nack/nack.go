@@ -79,9 +79,9 @@ func (f Finding) Location() string {
 // checked on its own or on top of what a store holds. Add the batch's
 // documents, then the stored variants (AddStored), then ask Findings.
 type Checker struct {
-	client   Client
-	set      refs.Set
-	found    []Finding
+	client Client
+	set    refs.Set
+	found  []Finding
 	// refPos holds, for each entry of the batch (and only those), where
 	// each of its references is written. A resource whose first entry
 	// has one is the batch's.
