@@ -480,3 +480,31 @@ func TestDecodeJSONIsStrict(t *testing.T) {
 		t.Errorf("blank: %v %v", docs, err)
 	}
 }
+
+// SetCheck reports, in the order the documents came, a variant defined
+// twice (even as a resource's third variant) and each resource whose
+// variants break TP2's rules, and nothing about resources that keep them.
+func TestSetCheckAcrossResources(t *testing.T) {
+	v := func(name, cons string) string {
+		return "name: " + name + "\nconstraints: " + cons + "\nresource: {\"@type\": envoy.config.cluster.v3.Cluster, name: " + name + "}\n---\n"
+	}
+	src := v("b", "env=prod || env=qa") + v("ok", "env=prod") + v("a", "env=prod") + v("ok", "env=test") +
+		v("b", "env=qa") + v("a", "env=test") + v("a", "env=qa") + v("a", "env=test") + v("c", "env=prod")
+	docs, err := Decode("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s SetCheck
+	for _, d := range docs {
+		s.Add(d)
+	}
+	errs := s.Errs()
+	var got []string
+	for _, e := range errs {
+		got = append(got, fmt.Sprintf("%d %s", e.Index, e.Msg))
+	}
+	if len(errs) != 2 || errs[0].Index != 8 || !strings.Contains(errs[0].Msg, "defined twice; first in f.yaml") || !strings.Contains(errs[0].Msg, "document 6") ||
+		errs[1].Index != 1 || !strings.Contains(errs[1].Msg, "variants of envoy.config.cluster.v3.Cluster b") || !strings.Contains(errs[1].Msg, "env=qa") {
+		t.Errorf("got\n%s", strings.Join(got, "\n"))
+	}
+}

@@ -82,9 +82,8 @@ type Checker struct {
 	client Client
 	set    refs.Set
 	found  []Finding
-	// refPos holds, for each entry of the batch (and only those), where
-	// each of its references is written. A resource whose first entry
-	// has one is the batch's.
+	// refPos holds, for each entry of the batch that makes references,
+	// where each of them is written.
 	refPos   map[*refs.Entry][]refAt
 	listens  []listening
 	maxFound int
@@ -115,14 +114,16 @@ func (k *Checker) add(f Finding) {
 // resources need of it.
 func (k *Checker) Add(d *resource.Document) {
 	v := d.Variant
-	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.Of(d.Message), Loc: d.Location}
+	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.Of(d.Message), Loc: d.Location, Batch: true}
 	k.set.Add(e)
-	pos := make([]refAt, len(e.Refs))
-	for i, r := range e.Refs {
-		at := d.ErrorAt(r.Path, "")
-		pos[i] = refAt{path: at.Path, line: int32(at.Line), col: int32(at.Column)}
+	if len(e.Refs) > 0 {
+		pos := make([]refAt, len(e.Refs))
+		for i, r := range e.Refs {
+			at := d.ErrorAt(r.Path, "")
+			pos[i] = refAt{path: at.Path, line: int32(at.Line), col: int32(at.Column)}
+		}
+		k.refPos[e] = pos
 	}
-	k.refPos[e] = pos
 	desc := e.Describe()
 	report := func(rule string, sev Severity, path, format string, args ...any) {
 		k.add(Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev})
@@ -154,11 +155,7 @@ type refAt struct {
 // of a resource the batch gives).
 func (k *Checker) inBatch(typeURL, name string) bool {
 	vs := k.set.Variants(typeURL, name)
-	if len(vs) == 0 {
-		return false
-	}
-	_, ok := k.refPos[vs[0]]
-	return ok
+	return len(vs) > 0 && vs[0].Batch
 }
 
 // Stored is what the checks across resources need of a variant a store

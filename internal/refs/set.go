@@ -19,6 +19,9 @@ type Entry struct {
 	Refs        []Ref
 	// Loc is where the variant was authored; zero for one already stored.
 	Loc resource.Location
+	// Batch says the variant is one of those being checked, not one a
+	// store holds.
+	Batch bool
 }
 
 // Describe names the entry in reports: "route tp2", "cluster c [env=prod]".
