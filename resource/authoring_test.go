@@ -490,18 +490,14 @@ func TestSetCheckAcrossResources(t *testing.T) {
 	}
 	src := v("b", "env=prod || env=qa") + v("ok", "env=prod") + v("a", "env=prod") + v("ok", "env=test") +
 		v("b", "env=qa") + v("a", "env=test") + v("a", "env=qa") + v("a", "env=test") + v("c", "env=prod")
-	docs, err := Decode("f.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s SetCheck
-	for _, d := range docs {
-		s.Add(d)
+	if err := DecodeReader("f.yaml", strings.NewReader(src), Auto, func(d *Document) error { s.Add(d); return nil }); err != nil {
+		t.Fatal(err)
 	}
 	errs := s.Errs()
 	var got []string
 	for _, e := range errs {
-		got = append(got, fmt.Sprintf("%d %s", e.Index, e.Msg))
+		got = append(got, fmt.Sprintf("%d %q", e.Index, e.Msg))
 	}
 	if len(errs) != 2 || errs[0].Index != 8 || !strings.Contains(errs[0].Msg, "defined twice; first in f.yaml") || !strings.Contains(errs[0].Msg, "document 6") ||
 		errs[1].Index != 1 || !strings.Contains(errs[1].Msg, "variants of envoy.config.cluster.v3.Cluster b") || !strings.Contains(errs[1].Msg, "env=qa") {
