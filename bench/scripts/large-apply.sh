@@ -8,6 +8,9 @@
 #   XDSD=/tmp/xdsd bench/scripts/large-apply.sh /tmp/clusters.json none
 #
 # usage: large-apply.sh FILE CLIENT [serve flags...]   (CLIENT: none, envoy, grpc)
+#
+# With BEFORE=FILE2, FILE2 is applied first and not measured: FILE then
+# changes what is stored (each changed resource gets a history record).
 set -u
 f=$1 client=$2
 shift 2
@@ -20,6 +23,9 @@ admin=127.0.0.1:18301
 spid=$!
 for _ in $(seq 100); do curl -sf $admin/readyz >/dev/null && break; sleep 0.1; done
 kib() { awk -v k="$1:" '$1 == k {print $2}' /proc/$spid/status; }
+if [ -n "${BEFORE:-}" ]; then
+	"$xdsd" apply --admin $admin --client none -f "$BEFORE" >/dev/null || exit 1
+fi
 before=$(kib VmRSS)
 
 # Anonymous memory sampled every 50 ms (VmHWM also counts the binary's pages).

@@ -179,6 +179,20 @@ func DecodeRecord(k resource.Key, b []byte) (*resource.Variant, error) {
 // record's reference (nil when there is none: the record is refused as
 // damaged). The variant holds a copy of the bytes it is given.
 func DecodeHead(k resource.Key, b []byte, body func(ref []byte) []byte) (*resource.Variant, error) {
+	v, _, err := decodeHead(k, b, body, true)
+	return v, err
+}
+
+// PeekHead decodes a record as DecodeHead does, but returns the variant
+// without its payload, and the payload apart, as body (or b) holds it:
+// bytes that are the caller's to keep or not. Its checksum is not
+// checked. A planner compares a batch with what is stored this way
+// without copying what is stored.
+func PeekHead(k resource.Key, b []byte, body func(ref []byte) []byte) (*resource.Variant, []byte, error) {
+	return decodeHead(k, b, body, false)
+}
+
+func decodeHead(k resource.Key, b []byte, body func(ref []byte) []byte, whole bool) (*resource.Variant, []byte, error) {
 	var (
 		version, payloadURL string
 		cons                constraint.Constraints
@@ -191,12 +205,12 @@ func DecodeHead(k resource.Key, b []byte, body func(ref []byte) []byte) (*resour
 		fieldStart := len(all) - len(b)
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
-			return nil, fmt.Errorf("corrupt record for %s", k)
+			return nil, nil, fmt.Errorf("corrupt record for %s", k)
 		}
 		b = b[n:]
 		val, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return nil, fmt.Errorf("corrupt record for %s", k)
+			return nil, nil, fmt.Errorf("corrupt record for %s", k)
 		}
 		b = b[n:]
 		switch num {
@@ -207,39 +221,46 @@ func DecodeHead(k resource.Key, b []byte, body func(ref []byte) []byte) (*resour
 		case fConstraints:
 			var p discoveryv3.DynamicParameterConstraints
 			if err := proto.Unmarshal(val, &p); err != nil {
-				return nil, fmt.Errorf("record for %s: %w", k, err)
+				return nil, nil, fmt.Errorf("record for %s: %w", k, err)
 			}
 			c, err := constraint.FromProto(&p)
 			if err != nil {
-				return nil, fmt.Errorf("record for %s: %w", k, err)
+				return nil, nil, fmt.Errorf("record for %s: %w", k, err)
 			}
 			cons = c
 		case fBody:
 			payload = val
 		case fBodyApart:
 			if body == nil {
-				return nil, fmt.Errorf("corrupt record for %s: its body is kept apart, and there is nowhere to read it from", k)
+				return nil, nil, fmt.Errorf("corrupt record for %s: its body is kept apart, and there is nowhere to read it from", k)
 			}
 			if payload = body(val); payload == nil {
-				return nil, fmt.Errorf("damaged record for %s: its body is missing", k)
+				return nil, nil, fmt.Errorf("damaged record for %s: its body is missing", k)
 			}
 			apart = payload
 		case fChecksum:
-			if len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart], apart)) {
-				return nil, fmt.Errorf("damaged record for %s: checksum mismatch", k)
+			if whole && (len(b) != 0 || !bytes.Equal(val, recordSum(k, all[:fieldStart], apart))) {
+				return nil, nil, fmt.Errorf("damaged record for %s: checksum mismatch", k)
 			}
 		case fDoNotCache:
 			dnc = len(val) == 1 && val[0] == 1
 		case fTTL:
 			d, n := protowire.ConsumeVarint(val)
 			if n != len(val) || d > math.MaxInt64 {
-				return nil, fmt.Errorf("corrupt TTL in the record for %s", k)
+				return nil, nil, fmt.Errorf("corrupt TTL in the record for %s", k)
 			}
 			ttl = time.Duration(d)
 		}
 	}
-	v := resource.NewVariant(resource.ForURL(k.Type), k.Name, cons, version, payloadURL, payload)
+	t := resource.ForURL(k.Type)
+	if !whole {
+		if payloadURL == "" {
+			payloadURL = t.URL
+		}
+		return &resource.Variant{Type: t, Name: k.Name, Constraints: cons, Version: version, PayloadURL: payloadURL, DoNotCache: dnc, TTL: ttl}, payload, nil
+	}
+	v := resource.NewVariant(t, k.Name, cons, version, payloadURL, payload)
 	v.DoNotCache = dnc
 	v.TTL = ttl
-	return v, nil
+	return v, nil, nil
 }

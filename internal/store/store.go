@@ -204,7 +204,8 @@ type Plan struct {
 	// they change, and does not count towards Empty.
 	Meta map[string][]byte
 	// Prev holds, for each key of Puts and Deletes that had a variant
-	// before the batch, that variant: what undoing the revision restores.
+	// before the batch, that variant: what undoing the revision restores
+	// (without its payload when the Reader is a PrevKeeper that says so).
 	Prev map[resource.Key]*resource.Variant
 }
 
@@ -289,6 +290,10 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 		}
 		puts[g] = append(puts[g], v)
 	}
+	same := (*resource.Variant).SameContent
+	if cc, ok := r.(ContentComparer); ok {
+		same = cc.SameContent
+	}
 	final := map[group][]*resource.Variant{}
 	for _, g := range order {
 		old, err := r.Variants(g.typ, g.name)
@@ -302,13 +307,13 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 		var next []*resource.Variant
 		for _, v := range puts[g] {
 			ck := v.Constraints.Key()
-			if o, ok := oldBy[ck]; ok && o.SameContent(v) {
+			if o, ok := oldBy[ck]; ok && same(o, v) {
 				next = append(next, o) // unchanged: keeps its version
 				delete(oldBy, ck)
 				continue
 			}
 			if o, ok := oldBy[ck]; ok {
-				p.prev(o)
+				p.prev(r, o)
 			}
 			delete(oldBy, ck)
 			nv := v.WithVersion(Version(rev, ck))
@@ -317,7 +322,7 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 		}
 		for _, o := range sortedVariants(oldBy) {
 			p.Deletes = append(p.Deletes, o.Key())
-			p.prev(o)
+			p.prev(r, o)
 		}
 		final[g] = next
 	}
@@ -341,7 +346,7 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 			if (d.All || k.Constraints == d.Constraints) && !deleted[k] {
 				deleted[k] = true
 				p.Deletes = append(p.Deletes, k)
-				p.prev(o)
+				p.prev(r, o)
 				continue
 			}
 			keep = append(keep, o)
@@ -371,11 +376,31 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 	return p, nil
 }
 
-func (p *Plan) prev(o *resource.Variant) {
+func (p *Plan) prev(r Reader, o *resource.Variant) {
 	if p.Prev == nil {
 		p.Prev = map[resource.Key]*resource.Variant{}
 	}
+	if pk, ok := r.(PrevKeeper); ok {
+		o = pk.KeepPrev(o)
+	}
 	p.Prev[o.Key()] = o
+}
+
+// ContentComparer is a Reader whose variants may come without their
+// payloads (bolt's, so that planning a batch copies nothing it compares
+// with): it tells whether the stored variant old has v's content, as
+// resource.Variant.SameContent would.
+type ContentComparer interface {
+	SameContent(old, v *resource.Variant) bool
+}
+
+// PrevKeeper is a Reader that says what a plan keeps, in Plan.Prev, of a
+// variant the batch replaces or removes. bolt keeps the variant without
+// its payload: it rewinds from the records in its file, and a batch that
+// changes 100,000 resources would otherwise hold all their old payloads
+// until its commit.
+type PrevKeeper interface {
+	KeepPrev(*resource.Variant) *resource.Variant
 }
 
 func sortedVariants(m map[string]*resource.Variant) []*resource.Variant {

@@ -61,9 +61,11 @@ var (
 )
 
 // format is the layout of the file: 2 keeps bodies apart (bucketBody); 3
-// writes log entries and revision records with a table of the types they
-// name (encodeKeys). A file of format 1 or 2 is upgraded on open (what it
-// holds stays readable as it is); an xdsd that reads only older formats
+// keys them by revision first (bodyKey), keeps those history refers to
+// (putUndo), and writes log entries and revision records with a table of
+// the types they name (encodeKeys). A file of format 1 or 2 is upgraded
+// on open (format 2's bodies are moved under their new keys; everything
+// else stays readable as it is); an xdsd that reads only older formats
 // refuses a newer file, which it would misread.
 const format = 3
 
@@ -231,8 +233,45 @@ func walk(db *bbolt.DB, path string) error {
 		}
 		// Every stored variant, current or kept for history, decodes and
 		// passes its checksum, and so does every revision record.
+		bodies := tx.Bucket(bucketBody)
+		// A file of format 2, not yet upgraded, keeps a body under its
+		// record's key then its reference.
+		bkey, split := bodyKey, func(bk []byte) (k, ref []byte) { return bk[8:], bk[:8] }
+		if m := tx.Bucket(bucketMeta); m != nil && getU64(m.Get(keyFormat)) == 2 {
+			bkey = func(k, ref []byte) []byte { return append(append([]byte(nil), k...), ref...) }
+			split = func(bk []byte) (k, ref []byte) { return bk[:len(bk)-8], bk[len(bk)-8:] }
+		}
+		getVariant := func(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resource.Variant, error) {
+			return store.DecodeHead(key, rec, func(ref []byte) []byte {
+				if bodies == nil {
+					return nil
+				}
+				return bodies.Get(bkey(k, ref))
+			})
+		}
+		kept := map[string]bool{} // bodies undo records refer to
+		if undo := tx.Bucket(bucketUndo); undo != nil {
+			err := undo.ForEach(func(k, v []byte) error {
+				if len(k) < 8 {
+					return fmt.Errorf("corrupt history key %q", k)
+				}
+				key, err := splitKey(k[8:])
+				if err != nil {
+					return err
+				}
+				if _, err = getVariant(bodies, key, k[8:], v); err != nil {
+					return fmt.Errorf("history of revision %d: %w", getU64(k[:8]), err)
+				}
+				if ref := store.BodyRef(v); ref != nil {
+					kept[string(bkey(k[8:], ref))] = true
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
 		if res := tx.Bucket(bucketRes); res != nil {
-			bodies := tx.Bucket(bucketBody)
 			err := res.ForEach(func(k, v []byte) error {
 				key, err := splitKey(k)
 				if err != nil {
@@ -253,8 +292,8 @@ func walk(db *bbolt.DB, path string) error {
 					if len(k) < 8 {
 						return fmt.Errorf("corrupt body key %q", k)
 					}
-					ref := k[len(k)-8:]
-					if !bytes.Equal(store.BodyRef(res.Get(k[:len(k)-8])), ref) && !bytes.Equal(ref, staged) {
+					rk, ref := split(k)
+					if !bytes.Equal(store.BodyRef(res.Get(rk)), ref) && !bytes.Equal(ref, staged) && !kept[string(k)] {
 						return fmt.Errorf("a body without its record, under %q", k)
 					}
 					return nil
@@ -262,22 +301,6 @@ func walk(db *bbolt.DB, path string) error {
 				if err != nil {
 					return err
 				}
-			}
-		}
-		if undo := tx.Bucket(bucketUndo); undo != nil {
-			err := undo.ForEach(func(k, v []byte) error {
-				if len(k) < 8 {
-					return fmt.Errorf("corrupt history key %q", k)
-				}
-				key, err := splitKey(k[8:])
-				if err != nil {
-					return err
-				}
-				_, err = decodeRecord(key, v)
-				return err
-			})
-			if err != nil {
-				return err
 			}
 		}
 		if revs := tx.Bucket(bucketRevs); revs != nil {
@@ -302,6 +325,38 @@ func guard(fn func() error) (err error) {
 		}
 	}()
 	return fn()
+}
+
+// rekeyBodies moves each body of a file of format 2, which was kept under
+// its record's key then the revision, under bodyKey.
+func rekeyBodies(tx *bbolt.Tx) error {
+	old := tx.Bucket(bucketBody)
+	tmp, err := tx.CreateBucket([]byte("bodies3"))
+	if err != nil {
+		return err
+	}
+	err = old.ForEach(func(k, v []byte) error {
+		if len(k) < 8 {
+			return fmt.Errorf("corrupt body key %q", k)
+		}
+		return tmp.Put(bodyKey(k[:len(k)-8], k[len(k)-8:]), v)
+	})
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteBucket(bucketBody); err != nil {
+		return err
+	}
+	nb, err := tx.CreateBucket(bucketBody)
+	if err != nil {
+		return err
+	}
+	nb.FillPercent = 1
+	err = tmp.ForEach(func(k, v []byte) error { return nb.Put(k, v) })
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket([]byte("bodies3"))
 }
 
 // initTx makes the store's buckets and reads its revision.
@@ -337,7 +392,14 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 	}
 	switch f := getU64(meta.Get(keyFormat)); {
 	case f == format:
-	case f == 1 || f == 2 || meta.Get(keyFormat) == nil:
+	case f == 2:
+		if err := rekeyBodies(tx); err != nil {
+			return fmt.Errorf("upgrading the store from format 2: %w", err)
+		}
+		if err := meta.Put(keyFormat, u64(format)); err != nil {
+			return err
+		}
+	case f == 1 || meta.Get(keyFormat) == nil:
 		if err := meta.Put(keyFormat, u64(format)); err != nil {
 			return err
 		}
@@ -380,19 +442,21 @@ var (
 )
 
 // bodyKey is where the body of the variant under k is, given its record's
-// reference: k and the revision that wrote it.
+// reference: the revision that wrote it, then k. A revision's bodies are
+// thus next to each other, after every earlier revision's: writing them
+// appends to the bucket, without rewriting the pages of the bodies
+// already there, and removing those staged for a revision, or kept by its
+// history, removes a range.
 func bodyKey(k, ref []byte) []byte {
-	return append(append(make([]byte, 0, len(k)+len(ref)), k...), ref...)
+	return append(append(make([]byte, 0, len(k)+len(ref)), ref...), k...)
 }
 
 // putVariant stores v under k as revision rev writes it: its body, as it
 // is, in bodies (unless staged there already), and its record in res.
 // bbolt keeps a reference to the bytes until the commit. The body of the
-// variant it replaces is removed.
+// variant it replaces stays: the revision's undo record refers to it
+// (putUndo).
 func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, rev int64, staged bool) error {
-	if err := dropBody(res, bodies, k); err != nil {
-		return err
-	}
 	if v.Size() == 0 {
 		// bbolt does not tell an empty value from a missing one: an
 		// empty body stays in its record.
@@ -415,20 +479,38 @@ func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, rev in
 	return res.Put(k, head)
 }
 
-// dropBody removes the body of the variant under k, if kept apart.
-func dropBody(res, bodies *bbolt.Bucket, k []byte) error {
-	if ref := store.BodyRef(res.Get(k)); ref != nil {
-		return bodies.Delete(bodyKey(k, ref))
+// putUndo writes the undo records of revision rev, before it changes
+// anything: for each variant the plan replaces or removes, its record as
+// stored. A record whose body is kept apart refers to it, and the body
+// stays until the undo record is trimmed (trimHistory): history costs no
+// copy of a payload, and a batch that changes 100,000 resources holds
+// none of their old payloads.
+func putUndo(tx *bbolt.Tx, rev int64, p store.Plan) error {
+	res, undo := tx.Bucket(bucketRes), tx.Bucket(bucketUndo)
+	// Keys of a new revision come after every other: pages filled up, as
+	// they will never take a key in between (bbolt's default leaves them
+	// half empty, and a commit holds every page it writes).
+	undo.FillPercent = 1
+	// In key order: bbolt inserts into a node by moving what follows, and
+	// 100,000 keys in a map's order took 6 of the 9 seconds the whole
+	// apply took.
+	keys := make([][]byte, 0, len(p.Prev))
+	for k := range p.Prev {
+		keys = append(keys, append(u64(uint64(rev)), resKey(k)...))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	for _, k := range keys {
+		rec := res.Get(k[8:])
+		if rec == nil {
+			return fmt.Errorf("the record of %q, which revision %d replaces, is missing", k[8:], rev)
+		}
+		// A copy: the record's bytes are the file's, and the transaction
+		// writes over its key next.
+		if err := undo.Put(k, bytes.Clone(rec)); err != nil {
+			return err
+		}
 	}
 	return nil
-}
-
-// deleteVariant removes the variant stored under k.
-func deleteVariant(res, bodies *bbolt.Bucket, k []byte) error {
-	if err := dropBody(res, bodies, k); err != nil {
-		return err
-	}
-	return res.Delete(k)
 }
 
 // getVariant decodes the variant under key k whose record is rec, with
@@ -443,7 +525,18 @@ func getVariant(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resourc
 	})
 }
 
+// txReader is what a plan reads of the store in a transaction: the
+// variants without their payloads, which it compares with the batch's
+// where the file holds them (SameContent), and keeps without (KeepPrev).
+// Planning a batch that changes 100,000 resources copied all their
+// payloads before.
 type txReader struct{ b, bodies *bbolt.Bucket }
+
+// KeepPrev implements store.PrevKeeper: a plan keeps no payload of what
+// it replaces, since the undo records are the stored records (putUndo).
+func (txReader) KeepPrev(v *resource.Variant) *resource.Variant {
+	return &resource.Variant{Type: v.Type, Name: v.Name, Constraints: v.Constraints, Version: v.Version, PayloadURL: v.PayloadURL}
+}
 
 func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
 	prefix := resKey(resource.Key{Type: typeURL, Name: name})
@@ -454,13 +547,28 @@ func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
 		if err != nil {
 			return nil, err
 		}
-		vr, err := getVariant(r.bodies, key, k, v)
+		vr, _, err := store.PeekHead(key, v, func(ref []byte) []byte { return r.bodies.Get(bodyKey(k, ref)) })
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, vr)
 	}
 	return out, nil
+}
+
+// SameContent implements store.ContentComparer, reading old's payload
+// where the file holds it.
+func (r txReader) SameContent(old, v *resource.Variant) bool {
+	if old.PayloadURL != v.PayloadURL || !old.Constraints.Equal(v.Constraints) || old.DoNotCache != v.DoNotCache || old.TTL != v.TTL {
+		return false
+	}
+	k := resKey(old.Key())
+	rec := r.b.Get(k)
+	if rec == nil {
+		return false
+	}
+	_, body, err := store.PeekHead(old.Key(), rec, func(ref []byte) []byte { return r.bodies.Get(bodyKey(k, ref)) })
+	return err == nil && bytes.Equal(body, v.Body())
 }
 
 // A log entry lists the keys a revision changed. Since format 3 it starts
@@ -662,8 +770,11 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			return nil
 		}
 		keys := make([]resource.Key, 0, len(p.Deletes)+len(p.Puts))
+		if err := putUndo(tx, rev, p); err != nil {
+			return err
+		}
 		for _, k := range p.Deletes {
-			if err := deleteVariant(res, bodies, resKey(k)); err != nil {
+			if err := res.Delete(resKey(k)); err != nil { // (its body stays with its undo record)
 				return err
 			}
 			keys = append(keys, k)
@@ -683,6 +794,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			keys = append(keys, k)
 		}
 		lg := tx.Bucket(bucketLog)
+		lg.FillPercent = 1 // (appended to only, as the undo records)
 		if err := lg.Put(u64(uint64(rev)), encodeKeys(keys)); err != nil {
 			return err
 		}
@@ -695,7 +807,15 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			// apply pays for a long backlog.
 			for _, bk := range [][]byte{bucketLog, bucketRevs, bucketUndo} {
 				c := tx.Bucket(bk).Cursor()
-				for k, _ := c.First(); len(k) >= 8 && int64(getU64(k[:8])) <= drop; k, _ = c.First() {
+				for k, v := c.First(); len(k) >= 8 && int64(getU64(k[:8])) <= drop; k, v = c.First() {
+					if bytes.Equal(bk, bucketUndo) {
+						// The body the undo record kept goes with it.
+						if ref := store.BodyRef(v); ref != nil {
+							if err := bodies.Delete(bodyKey(k[8:], ref)); err != nil {
+								return err
+							}
+						}
+					}
 					if err := c.Delete(); err != nil {
 						return err
 					}
@@ -813,56 +933,25 @@ func (s *Store) unstage(rev int64, err error) error {
 func dropStaged(tx *bbolt.Tx, rev int64) error {
 	ref := u64(uint64(rev))
 	bodies := tx.Bucket(bucketBody)
-	var drop [][]byte
-	err := bodies.ForEach(func(k, _ []byte) error {
-		if bytes.HasSuffix(k, ref) {
-			drop = append(drop, bytes.Clone(k))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range drop {
-		if err := bodies.Delete(k); err != nil {
+	c := bodies.Cursor()
+	for k, _ := c.Seek(ref); k != nil && bytes.HasPrefix(k, ref); k, _ = c.Seek(ref) {
+		if err := c.Delete(); err != nil {
 			return err
 		}
 	}
 	return tx.Bucket(bucketMeta).Delete(keyStaged)
 }
 
-// putHistory writes the record and the undo data of revision rev.
+// putHistory writes the record of revision rev (its undo records are
+// putUndo's).
 func putHistory(tx *bbolt.Tx, rev int64, a store.Audit, p store.Plan) error {
 	rec, err := encodeRevision(time.Now(), a, p)
 	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketRevs).Put(u64(uint64(rev)), sealRevision(rev, rec)); err != nil {
-		return err
-	}
-	// Written in key order: bbolt inserts into a node by moving what
-	// follows, so 100,000 keys in a map's order took 6 of the 9 seconds
-	// the whole apply took.
-	type undoEntry struct {
-		key []byte
-		v   *resource.Variant
-	}
-	es := make([]undoEntry, 0, len(p.Prev))
-	for k, v := range p.Prev {
-		es = append(es, undoEntry{append(u64(uint64(rev)), resKey(k)...), v})
-	}
-	slices.SortFunc(es, func(a, b undoEntry) int { return bytes.Compare(a.key, b.key) })
-	undo := tx.Bucket(bucketUndo)
-	for _, e := range es {
-		b, err := encodeRecord(e.v)
-		if err != nil {
-			return err
-		}
-		if err := undo.Put(e.key, b); err != nil {
-			return err
-		}
-	}
-	return nil
+	revs := tx.Bucket(bucketRevs)
+	revs.FillPercent = 1 // (appended to only, as the undo records)
+	return revs.Put(u64(uint64(rev)), sealRevision(rev, rec))
 }
 
 // sealRevision appends to a revision record the CRC-32C of its revision
@@ -1097,11 +1186,12 @@ func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*reso
 					return err
 				}
 				err = w.Undo(r, func(key resource.Key) (*resource.Variant, error) {
-					b := undo.Get(append(u64(uint64(r.Rev)), resKey(key)...))
+					k := resKey(key)
+					b := undo.Get(append(u64(uint64(r.Rev)), k...))
 					if b == nil {
 						return nil, nil
 					}
-					return decodeRecord(key, b)
+					return getVariant(bodies, key, k, b)
 				})
 				if err != nil {
 					return err

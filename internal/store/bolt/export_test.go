@@ -11,13 +11,35 @@ import (
 // staged by a large Apply.
 func SetStageHook(f func(n int)) { stageHook = f }
 
-// RewriteHistoryAsFormat2 rewrites, in tx, every log entry and revision
-// record as xdsd wrote them up to format 2: each key whole (resKey), no
-// table of types.
+// RewriteHistoryAsFormat2 rewrites, in tx, every log entry, revision
+// record and undo record as xdsd wrote them up to format 2: each key
+// whole (resKey), no table of types; each undo record with its body.
 func RewriteHistoryAsFormat2(tx *bbolt.Tx) error {
-	lg, revs := tx.Bucket(bucketLog), tx.Bucket(bucketRevs)
+	lg, revs, undo, bodies := tx.Bucket(bucketLog), tx.Bucket(bucketRevs), tx.Bucket(bucketUndo), tx.Bucket(bucketBody)
 	var kvs [][2][]byte
-	err := lg.ForEach(func(k, v []byte) error {
+	err := undo.ForEach(func(k, v []byte) error {
+		key, err := splitKey(k[8:])
+		if err != nil {
+			return err
+		}
+		vr, err := getVariant(bodies, key, k[8:], v)
+		if err != nil {
+			return err
+		}
+		rec, err := encodeRecord(vr)
+		kvs = append(kvs, [2][]byte{append([]byte(nil), k...), rec})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		if err := undo.Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	kvs = nil
+	err = lg.ForEach(func(k, v []byte) error {
 		keys, err := decodeKeys(v)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -97,8 +98,11 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 	// formats 1 and 2 wrote them.
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		res, bodies := tx.Bucket([]byte("resources")), tx.Bucket([]byte("bodies"))
-		if bodies == nil || bodies.Stats().KeyN != 3 {
-			t.Errorf("bodies bucket: %v; want the 3 non-empty bodies apart", bodies)
+		if bodies == nil || bodies.Stats().KeyN != 5 {
+			t.Errorf("bodies bucket: %v; want 5 bodies apart: 3 current, 2 kept by history", bodies)
+		}
+		if err := bolt.RewriteHistoryAsFormat2(tx); err != nil {
+			return err
 		}
 		var whole [][2][]byte
 		err := res.ForEach(func(k, v []byte) error {
@@ -106,7 +110,7 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			vr, err := store.DecodeHead(key, v, func(ref []byte) []byte { return bodies.Get(append(append([]byte(nil), k...), ref...)) })
+			vr, err := store.DecodeHead(key, v, func(ref []byte) []byte { return bodies.Get(append(append([]byte(nil), ref...), k...)) })
 			if err != nil {
 				return err
 			}
@@ -123,9 +127,6 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 			}
 		}
 		if err := tx.DeleteBucket([]byte("bodies")); err != nil {
-			return err
-		}
-		if err := bolt.RewriteHistoryAsFormat2(tx); err != nil {
 			return err
 		}
 		return setFormat(tx, 1)
@@ -231,4 +232,141 @@ func TestBodiesApartAreChecked(t *testing.T) {
 func firstKey(b *bbolt.Bucket) []byte {
 	k, _ := b.Cursor().First()
 	return append([]byte(nil), k...)
+}
+
+// History keeps the bodies a revision replaced or removed where they are:
+// its undo records are the records as they were, referring to them, not
+// copies of them. Trimming a revision's history removes the bodies it
+// kept, and the file verifies throughout.
+func TestHistoryKeepsBodiesWithoutCopying(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s, err := bolt.Open(path, bolt.Options{History: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(tag string) string { return strings.Repeat(tag, 4096) }
+	apply := func(b store.Batch) {
+		t.Helper()
+		if _, err := s.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", big("1")), storetest.Cluster("b", "", big("1"))}})
+	apply(store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", big("2"))},
+		Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "b", All: true}}})
+	at1, err := s.StateAt(ctx, 1, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at1) != 2 || !bytes.Equal(at1[0].Body(), storetest.Cluster("a", "", big("1")).Body()) || !bytes.Equal(at1[1].Body(), storetest.Cluster("b", "", big("1")).Body()) {
+		t.Errorf("state at revision 1: %v", at1)
+	}
+	s.Close()
+	count := func() (bodies, undo int) {
+		rawView(t, path, func(tx *bbolt.Tx) {
+			bodies = tx.Bucket([]byte("bodies")).Stats().KeyN
+			tx.Bucket([]byte("undo")).ForEach(func(k, v []byte) error {
+				undo++
+				if store.BodyRef(v) == nil || len(v) > 100 {
+					t.Errorf("undo record %q: %d bytes, body apart: %v", k, len(v), store.BodyRef(v) != nil)
+				}
+				return nil
+			})
+		})
+		return
+	}
+	if b, u := count(); b != 3 || u != 2 {
+		t.Errorf("after revision 2: %d bodies, %d undo records; want 3 (a@1, b@1 kept by history; a@2) and 2", b, u)
+	}
+	if _, err := bolt.Verify(path); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = bolt.Open(path, bolt.Options{History: 2}); err != nil {
+		t.Fatal(err)
+	}
+	apply(store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", big("3"))}})
+	apply(store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", big("4"))}})
+	s.Close()
+	// Revision 4 trims revision 2's history, and with it a@1 and b@1.
+	if b, u := count(); b != 3 || u != 2 {
+		t.Errorf("after revision 4: %d bodies, %d undo records; want 3 (a@2, a@3 kept by history; a@4) and 2", b, u)
+	}
+	if _, err := bolt.Verify(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file of format 2 — bodies kept under their record's key then the
+// revision, history records with bodies inside — opens, its bodies moved
+// under the keys of format 3, and reads back exactly, history too.
+func TestFormat2FileIsUpgraded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	for _, b := range []store.Batch{
+		{Puts: []*resource.Variant{storetest.Cluster("a", "", "one"), storetest.Cluster("b", "", "one"), storetest.Route("r", "env=prod", "p")}},
+		{Puts: []*resource.Variant{storetest.Cluster("a", "", "two")}, Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "b", All: true}}},
+	} {
+		if _, err := s.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := contents(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRevs, wantChanges := history(t, s)
+	s.Close()
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		if err := bolt.RewriteHistoryAsFormat2(tx); err != nil {
+			return err
+		}
+		// Only the bodies the current records refer to, under their old keys.
+		res, bodies := tx.Bucket([]byte("resources")), tx.Bucket([]byte("bodies"))
+		var kvs [][2][]byte
+		res.ForEach(func(k, v []byte) error {
+			if ref := store.BodyRef(v); ref != nil {
+				body := bodies.Get(append(append([]byte(nil), ref...), k...))
+				kvs = append(kvs, [2][]byte{append(append([]byte(nil), k...), ref...), bytes.Clone(body)})
+			}
+			return nil
+		})
+		if err := tx.DeleteBucket([]byte("bodies")); err != nil {
+			return err
+		}
+		nb, err := tx.CreateBucket([]byte("bodies"))
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			if err := nb.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return setFormat(tx, 2)
+	})
+	s = open(t, path)
+	got, err := contents(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("format 2 file read back as\n%q\nwant\n%q", got, want)
+	}
+	if revs, changes := history(t, s); !reflect.DeepEqual(revs, wantRevs) || changes != wantChanges {
+		t.Errorf("format 2 file: history\n%+v\n%s\nwant\n%+v\n%s", revs, changes, wantRevs, wantChanges)
+	}
+	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", "three")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := bolt.Verify(path); err != nil {
+		t.Fatal(err)
+	}
+	rawView(t, path, func(tx *bbolt.Tx) {
+		if f := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint64(f) != 3 {
+			t.Errorf("format %d after the upgrade, want 3", binary.BigEndian.Uint64(f))
+		}
+	})
 }
