@@ -494,12 +494,15 @@ func putUndo(tx *bbolt.Tx, rev int64, p store.Plan) error {
 	// In key order: bbolt inserts into a node by moving what follows, and
 	// 100,000 keys in a map's order took 6 of the 9 seconds the whole
 	// apply took.
-	keys := make([][]byte, 0, len(p.Prev))
+	// (Sorted as their keys are, without holding the keys: a key's parts
+	// hold no NUL; see sortedPuts.)
+	keys := make([]resource.Key, 0, len(p.Prev))
 	for k := range p.Prev {
-		keys = append(keys, append(u64(uint64(rev)), resKey(k)...))
+		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, bytes.Compare)
-	for _, k := range keys {
+	slices.SortFunc(keys, store.CompareKeys)
+	for _, key := range keys {
+		k := append(u64(uint64(rev)), resKey(key)...)
 		rec := res.Get(k[8:])
 		if rec == nil {
 			return fmt.Errorf("the record of %q, which revision %d replaces, is missing", k[8:], rev)
