@@ -26,7 +26,7 @@ kib() { awk -v k="$1:" '$1 == k {print $2}' /proc/$spid/status; }
 if [ -n "${BEFORE:-}" ]; then
 	"$xdsd" apply --admin $admin --client none -f "$BEFORE" >/dev/null || exit 1
 fi
-before=$(kib VmRSS)
+before=$(kib VmRSS) anonbefore=$(kib RssAnon)
 
 # Anonymous memory sampled every 50 ms (VmHWM also counts the binary's pages).
 (
@@ -51,11 +51,12 @@ n=$(head -1 "$dir/apply.out" | awk '{print $3}')
 
 echo "exit $rc: $(head -1 "$dir/apply.out")"
 awk -v s="$start" -v e="$end" -v n="$n" -v size="$size" -v arss="$(cat "$dir/apply.rss")" \
-	-v before="$before" -v hwm="$hwm" -v anon="$(cat "$dir/anon")" -v after="$after" -v db="$(stat -c %s "$dir/xdsd.db")" 'BEGIN {
+	-v before="$before" -v anonbefore="$anonbefore" -v hwm="$hwm" -v anon="$(cat "$dir/anon")" -v after="$after" -v db="$(stat -c %s "$dir/xdsd.db")" 'BEGIN {
 	t = e - s
 	printf "input %.0f MB, %.1f s, %.0f resources/s\n", size/1e6, t, n/t
 	printf "xdsd apply peak RSS %.0f MiB\n", arss/1024
 	printf "server RSS before %.0f MiB, peak %.0f MiB (anonymous %.0f MiB), growth %.0f MiB = %.2fx the input, 3 s after %.0f MiB\n",
 		before/1024, hwm/1024, anon/1024, (hwm-before)/1024, (hwm-before)*1024/size, after/1024
+	printf "server anonymous memory before %.0f MiB, peak %.0f MiB: growth %.2fx the input\n", anonbefore/1024, anon/1024, (anon-anonbefore)*1024/size
 	printf "store file %.0f MB\n", db/1e6
 }'
