@@ -218,9 +218,6 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
 		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
 	}
-	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
-		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
-	}
 	if _, err := checker(*client); err != nil {
 		return err
 	}
