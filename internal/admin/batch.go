@@ -8,7 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/xdsd/xdsd/internal/nack"
@@ -154,16 +154,7 @@ func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *nack.Che
 	for key := range s.byKey {
 		keys = append(keys, key)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.Type != b.Type {
-			return a.Type < b.Type
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.Constraints < b.Constraints
-	})
+	slices.SortFunc(keys, store.CompareKeys)
 	for _, key := range keys {
 		k.AddStored(s.byKey[key])
 	}

@@ -62,6 +62,17 @@ func history(t *testing.T, s store.Store) (store.RevisionList, string) {
 	return revs, text
 }
 
+// snapshot is a store's contents and history.
+func snapshot(t *testing.T, s *bolt.Store) (map[resource.Key]string, store.RevisionList, string) {
+	t.Helper()
+	c, err := contents(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs, changes := history(t, s)
+	return c, revs, changes
+}
+
 func setFormat(tx *bbolt.Tx, f uint64) error {
 	return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint64(nil, f))
 }
@@ -87,11 +98,7 @@ func TestFormat1FileIsReadAndUpgraded(t *testing.T) {
 		Deletes: []store.Delete{{Type: resource.ClusterURL, Name: "gone", All: true}}}); err != nil {
 		t.Fatal(err)
 	}
-	want, err := contents(t, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRevs, wantChanges := history(t, s)
+	want, wantRevs, wantChanges := snapshot(t, s)
 	s.Close()
 
 	// Rewrite it as format 1, its log entries and revision records as
@@ -312,11 +319,7 @@ func TestFormat2FileIsUpgraded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want, err := contents(t, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRevs, wantChanges := history(t, s)
+	want, wantRevs, wantChanges := snapshot(t, s)
 	s.Close()
 	rawUpdate(t, path, func(tx *bbolt.Tx) error {
 		if err := bolt.RewriteHistoryAsFormat2(tx); err != nil {
