@@ -438,7 +438,6 @@ var (
 	resKey       = store.ResKey
 	splitKey     = store.SplitKey
 	encodeRecord = store.EncodeRecord
-	decodeRecord = store.DecodeRecord
 )
 
 // bodyKey is where the body of the variant under k is, given its record's
