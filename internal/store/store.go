@@ -68,6 +68,11 @@ type Batch struct {
 	// that computed the batch from what it read (a rollback) does not
 	// overwrite a change it has not seen.
 	IfRev int64
+	// Owned says that nothing but the store holds the batch's variants
+	// (a batch just decoded for this apply): the store stamps each with
+	// its version in place instead of copying it, which for 100,000
+	// resources is 13 MB less at the batch's peak.
+	Owned bool
 }
 
 // ErrConflict is the error of a batch whose IfRev is no longer the
@@ -205,7 +210,7 @@ type Plan struct {
 	Meta map[string][]byte
 	// Prev holds, for each key of Puts and Deletes that had a variant
 	// before the batch, that variant: what undoing the revision restores
-	// (without its payload when the Reader is a PrevKeeper that says so).
+	// (or what a Reader that is a PrevKeeper keeps instead).
 	Prev map[resource.Key]*resource.Variant
 }
 
@@ -316,7 +321,12 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 				p.prev(r, o)
 			}
 			delete(oldBy, ck)
-			nv := v.WithVersion(Version(rev, ck))
+			nv := v
+			if b.Owned {
+				v.Version = Version(rev, ck)
+			} else {
+				nv = v.WithVersion(Version(rev, ck))
+			}
 			next = append(next, nv)
 			p.Puts = append(p.Puts, nv)
 		}
@@ -380,10 +390,11 @@ func (p *Plan) prev(r Reader, o *resource.Variant) {
 	if p.Prev == nil {
 		p.Prev = map[resource.Key]*resource.Variant{}
 	}
+	k := o.Key()
 	if pk, ok := r.(PrevKeeper); ok {
 		o = pk.KeepPrev(o)
 	}
-	p.Prev[o.Key()] = o
+	p.Prev[k] = o
 }
 
 // ContentComparer is a Reader whose variants may come without their
@@ -395,10 +406,10 @@ type ContentComparer interface {
 }
 
 // PrevKeeper is a Reader that says what a plan keeps, in Plan.Prev, of a
-// variant the batch replaces or removes. bolt keeps the variant without
-// its payload: it rewinds from the records in its file, and a batch that
-// changes 100,000 resources would otherwise hold all their old payloads
-// until its commit.
+// variant the batch replaces or removes. bolt keeps one placeholder for
+// all: it rewinds from the records in its file, and a batch that changes
+// 100,000 resources would otherwise hold all their old payloads until
+// its commit.
 type PrevKeeper interface {
 	KeepPrev(*resource.Variant) *resource.Variant
 }

@@ -534,11 +534,13 @@ func getVariant(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resourc
 // payloads before.
 type txReader struct{ b, bodies *bbolt.Bucket }
 
-// KeepPrev implements store.PrevKeeper: a plan keeps no payload of what
-// it replaces, since the undo records are the stored records (putUndo).
-func (txReader) KeepPrev(v *resource.Variant) *resource.Variant {
-	return &resource.Variant{Type: v.Type, Name: v.Name, Constraints: v.Constraints, Version: v.Version, PayloadURL: v.PayloadURL}
-}
+// KeepPrev implements store.PrevKeeper: a plan keeps nothing of what it
+// replaces but that it was there, since the undo records are the stored
+// records (putUndo).
+func (txReader) KeepPrev(*resource.Variant) *resource.Variant { return replaced }
+
+// replaced stands in Plan.Prev for every variant a plan replaces.
+var replaced = &resource.Variant{}
 
 func (r txReader) Variants(typeURL, name string) ([]*resource.Variant, error) {
 	prefix := resKey(resource.Key{Type: typeURL, Name: name})
