@@ -360,10 +360,17 @@ type SetCheck struct {
 	// variant defined twice is one of them with the same constraints. (A
 	// map of each resource's variants and another of every Key took 30 MB
 	// for 100,000 resources; this takes 13.)
-	groups  map[[2]string]int32
-	entries []setEntry
-	errs    ErrorList
+	groups map[[2]string]int32
+	// entries in chunks of setChunk: a slice grown by doubling would
+	// leave its old arrays to the collector, up to half again as much.
+	chunks [][]setEntry
+	n      int32
+	errs   ErrorList
 }
+
+const setChunk = 4096
+
+func (s *SetCheck) entry(i int32) *setEntry { return &s.chunks[i/setChunk][i%setChunk] }
 
 type setEntry struct {
 	c    constraint.Constraints
@@ -384,8 +391,8 @@ func (s *SetCheck) Add(d *Document) {
 	if ok {
 		// (A resource has few variants; thousands of one would make
 		// ValidateVariants' pairwise checks the slow part, not this.)
-		for i := first; i >= 0; i = s.entries[i].next {
-			if o := &s.entries[i]; o.c.Key() == v.Constraints.Key() {
+		for i := first; i >= 0; i = s.entry(i).next {
+			if o := s.entry(i); o.c.Key() == v.Constraints.Key() {
 				s.errs = append(s.errs, d.Location.errorf("", "%s is defined twice; first in %s", describe(v), o.loc))
 				return
 			}
@@ -396,10 +403,14 @@ func (s *SetCheck) Add(d *Document) {
 	if d.text != nil && !e.c.IsZero() {
 		e.at = d.text.errPath("constraints", "")
 	}
-	i := int32(len(s.entries))
-	s.entries = append(s.entries, e)
+	i := s.n
+	if i%setChunk == 0 {
+		s.chunks = append(s.chunks, make([]setEntry, 0, setChunk))
+	}
+	s.chunks[len(s.chunks)-1] = append(s.chunks[len(s.chunks)-1], e)
+	s.n++
 	if ok {
-		s.entries[last].next = i
+		s.entry(last).next = i
 	} else {
 		s.groups[g] = i
 	}
@@ -414,15 +425,15 @@ func (s *SetCheck) Errs() ErrorList {
 	}
 	var gs []several
 	for g, first := range s.groups {
-		if s.entries[first].next >= 0 {
+		if s.entry(first).next >= 0 {
 			gs = append(gs, several{g, first})
 		}
 	}
 	sort.Slice(gs, func(i, j int) bool { return gs[i].first < gs[j].first }) // in the order added
 	for _, x := range gs {
 		var es []*setEntry
-		for i := x.first; i >= 0; i = s.entries[i].next {
-			es = append(es, &s.entries[i])
+		for i := x.first; i >= 0; i = s.entry(i).next {
+			es = append(es, s.entry(i))
 		}
 		vs := make([]constraint.Variant, len(es))
 		for i, e := range es {

@@ -58,7 +58,35 @@ type walker struct {
 	strict bool // inside a route configuration that validates its clusters
 }
 
-func (w *walker) path(field string) string {
+// paths interns reference paths: a batch of 100,000 clusters has as many
+// references, nearly all with the same few paths, and each kept its own
+// copy (3 MB). Bounded, so that paths with many distinct indices do not
+// grow it without end.
+var paths struct {
+	sync.Mutex
+	m map[string]string
+}
+
+const maxInterned = 4096
+
+func intern(s string) string {
+	paths.Lock()
+	defer paths.Unlock()
+	if p, ok := paths.m[s]; ok {
+		return p
+	}
+	if paths.m == nil {
+		paths.m = map[string]string{}
+	}
+	if len(paths.m) < maxInterned {
+		paths.m[s] = s
+	}
+	return s
+}
+
+func (w *walker) path(field string) string { return intern(w.buildPath(field)) }
+
+func (w *walker) buildPath(field string) string {
 	var b strings.Builder
 	for _, s := range w.segs {
 		if s[0] != '[' && b.Len() > 0 {
