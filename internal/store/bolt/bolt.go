@@ -12,7 +12,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -242,12 +241,7 @@ func walk(db *bbolt.DB, path string) error {
 			split = func(bk []byte) (k, ref []byte) { return bk[:len(bk)-8], bk[len(bk)-8:] }
 		}
 		getVariant := func(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resource.Variant, error) {
-			return store.DecodeHead(key, rec, func(ref []byte) []byte {
-				if bodies == nil {
-					return nil
-				}
-				return bodies.Get(bkey(k, ref))
-			})
+			return getVariantAt(bodies, bkey, key, k, rec)
 		}
 		kept := map[string]bool{} // bodies undo records refer to
 		if undo := tx.Bucket(bucketUndo); undo != nil {
@@ -481,7 +475,7 @@ func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, rev in
 // putUndo writes the undo records of revision rev, before it changes
 // anything: for each variant the plan replaces or removes, its record as
 // stored. A record whose body is kept apart refers to it, and the body
-// stays until the undo record is trimmed (trimHistory): history costs no
+// stays until the undo record is trimmed with the history (Apply): history costs no
 // copy of a payload, and a batch that changes 100,000 resources holds
 // none of their old payloads.
 func putUndo(tx *bbolt.Tx, rev int64, p store.Plan) error {
@@ -519,11 +513,16 @@ func putUndo(tx *bbolt.Tx, rev int64, p store.Plan) error {
 // its body from bodies when it is kept apart. bodies is nil in a file of
 // format 1 opened read-only.
 func getVariant(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resource.Variant, error) {
+	return getVariantAt(bodies, bodyKey, key, k, rec)
+}
+
+// getVariantAt is getVariant with the bodies keyed by bkey.
+func getVariantAt(bodies *bbolt.Bucket, bkey func(k, ref []byte) []byte, key resource.Key, k, rec []byte) (*resource.Variant, error) {
 	return store.DecodeHead(key, rec, func(ref []byte) []byte {
 		if bodies == nil {
 			return nil
 		}
-		return bodies.Get(bodyKey(k, ref))
+		return bodies.Get(bkey(k, ref))
 	})
 }
 
@@ -590,7 +589,7 @@ func encodeKeys(keys []resource.Key) []byte {
 	for _, k := range keys {
 		kl.size(k)
 	}
-	b := make([]byte, 0, 1+kl.n)
+	b := make([]byte, 0, 1+kl.typesSize()+kl.n)
 	b = append(b, logFormat3)
 	b = kl.appendTypes(b)
 	for _, k := range keys {
@@ -634,7 +633,7 @@ func decodeKeys(b []byte) ([]resource.Key, error) {
 type keyList struct {
 	types map[string]uint64
 	order []string
-	n     int // bytes of the encoding, at most
+	n     int // bytes of the keys and of the types' URLs, encoded
 }
 
 // size counts k in, adding its type to the table.
@@ -642,13 +641,18 @@ func (kl *keyList) size(k resource.Key) {
 	if kl.types == nil {
 		kl.types = map[string]uint64{}
 	}
-	if _, ok := kl.types[k.Type]; !ok {
-		kl.types[k.Type] = uint64(len(kl.order))
+	i, ok := kl.types[k.Type]
+	if !ok {
+		i = uint64(len(kl.order))
+		kl.types[k.Type] = i
 		kl.order = append(kl.order, k.Type)
-		kl.n += binary.MaxVarintLen64 + len(k.Type)
+		kl.n += protowire.SizeBytes(len(k.Type))
 	}
-	kl.n += 3*binary.MaxVarintLen64 + len(k.Name) + len(k.Constraints)
+	kl.n += protowire.SizeVarint(i) + protowire.SizeBytes(len(k.Name)) + protowire.SizeBytes(len(k.Constraints))
 }
+
+// typesSize is the size of the type table appendTypes writes.
+func (kl *keyList) typesSize() int { return protowire.SizeVarint(uint64(len(kl.order))) }
 
 func (kl *keyList) appendTypes(b []byte) []byte {
 	b = protowire.AppendVarint(b, uint64(len(kl.order)))
@@ -866,15 +870,7 @@ func batchBytes(b store.Batch) int {
 // the other orders them as the bytes of the keys would.
 func sortedPuts(vs []*resource.Variant) []*resource.Variant {
 	out := slices.Clone(vs)
-	slices.SortFunc(out, func(a, b *resource.Variant) int {
-		if c := strings.Compare(a.Type.URL, b.Type.URL); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.Name, b.Name); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Constraints.Key(), b.Constraints.Key())
-	})
+	slices.SortFunc(out, func(a, b *resource.Variant) int { return store.CompareKeys(a.Key(), b.Key()) })
 	return out
 }
 
@@ -1017,7 +1013,8 @@ func encodeRevision(at time.Time, a store.Audit, p store.Plan) ([]byte, error) {
 	for _, k := range p.Deletes {
 		kl.size(k)
 	}
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(h)+kl.n+len(p.Puts)+len(p.Deletes))
+	// (4 more: sealRevision appends the checksum.)
+	b := make([]byte, 0, 1+protowire.SizeBytes(len(h))+kl.typesSize()+kl.n+len(p.Puts)+len(p.Deletes)+4)
 	b = append(b, revisionFormat)
 	b = protowire.AppendBytes(b, h)
 	b = kl.appendTypes(b)

@@ -36,6 +36,9 @@ func TestKeyListsReadBackAndSurviveDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cap(log) != len(log) || cap(rec) != len(rec)+4 {
+		t.Errorf("log entry of %d bytes in %d, revision record of %d in %d: want them allocated at their size (the record with room for its checksum)", len(log), cap(log), len(rec), cap(rec))
+	}
 	r, err := decodeRevision(7, rec)
 	if err != nil || len(r.Changes) != 3 || r.Audit.Who != "alice" {
 		t.Fatalf("revision read back as %+v, %v", r, err)
