@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/resource/internal/pbjson"
 )
 
 // Document is one authored resource variant, decoded and validated.
@@ -64,15 +66,24 @@ func find(ms []member, k string) (member, bool) {
 // decodeDoc decodes and validates one document.
 func decodeDoc(t *docText) (*Document, ErrorList) {
 	js := t.js
-	if t.unchecked && !json.Valid(js) {
-		p := t.pos.(jsonPositions)
-		return nil, ErrorList{jsonSyntaxError(t.loc.Source, t.loc.Index, js, p.line, p.col)}
-	}
-	p, off, first, dup, deepest := duplicateKey(js)
-	if dup {
-		key := p[strings.LastIndexAny(p, ".]")+1:]
-		line, _ := t.pos.at(first)
-		return nil, ErrorList{t.errAt(off, p, "duplicate key %q (first on line %d): a key may appear only once in an object (otherwise the last would silently win)", key, line)}
+	// A bare resource is read by the fast path whole, if it takes it: it
+	// is then known to be valid JSON with no repeated key.
+	pre, deepest := readBare(js)
+	if pre == nil {
+		if t.unchecked && !json.Valid(js) {
+			p := t.pos.(jsonPositions)
+			return nil, ErrorList{jsonSyntaxError(t.loc.Source, t.loc.Index, js, p.line, p.col)}
+		}
+		var (
+			p         string
+			off, from int
+			dup       bool
+		)
+		if p, off, from, dup, deepest = duplicateKey(js); dup {
+			key := p[strings.LastIndexAny(p, ".]")+1:]
+			line, _ := t.pos.at(from)
+			return nil, ErrorList{t.errAt(off, p, "duplicate key %q (first on line %d): a key may appear only once in an object (otherwise the last would silently win)", key, line)}
+		}
 	}
 	top := members(js, 0)
 	if top == nil {
@@ -136,7 +147,10 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		}
 	}
 
-	res := members(js, resOff)
+	res := top
+	if resOff != skipSpace(js, 0) {
+		res = members(js, resOff)
+	}
 	if res == nil {
 		return nil, append(errs, t.errAt(resOff, resPath, "must be an object with \"@type\""))
 	}
@@ -186,6 +200,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	var (
 		msg  proto.Message
 		body []byte
+		fast []byte // msg's deterministic encoding, when the fast path read it
 	)
 	if typ.Element != nil && payloadURL == typ.URL {
 		msg, body, errs = decodeCollection(t, resPath, typ, res, errs)
@@ -205,8 +220,24 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 			}
 		}
 		msg = mt.New().Interface()
-		if e := t.unmarshal(blankMember(js[resOff:end], rel, at), resOff, msg); e != nil {
-			return nil, append(errs, e)
+		// The fast path first: it reads most resources straight into
+		// their encoding, and leaves to protojson what it does not take
+		// (errors included), which then reads it as always.
+		var ok bool
+		if pre != nil && pre.mt == mt {
+			fast, ok = pre.body, true
+		} else if !protojsonOnly.Load() {
+			fast, _, ok = pbjson.Transcode(js[resOff:end], mt.Descriptor(), true)
+		}
+		if ok {
+			ok = proto.Unmarshal(fast, msg) == nil
+		}
+		if !ok {
+			fast = nil
+			proto.Reset(msg)
+			if e := t.unmarshal(blankMember(js[resOff:end], rel, at), resOff, msg); e != nil {
+				return nil, append(errs, e)
+			}
 		}
 	}
 
@@ -239,6 +270,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 			// A wrapper name fills in an empty payload name, so authors
 			// need not write it twice.
 			typ.SetNameOf(msg, n)
+			fast = nil
 		} else if c, err := CanonicalName(own); err != nil || c != canon {
 			return nil, append(errs, t.errPath(joinPath(resPath, typ.NameField), "%q differs from the resource name %q: a resource's own name must equal the name it is served under", own, n))
 		}
@@ -265,7 +297,9 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if body == nil {
+	if body == nil && fast != nil {
+		body = fast
+	} else if body == nil {
 		if body, err = Marshal(msg); err != nil {
 			return nil, ErrorList{t.errAt(resOff, resPath, "cannot encode: %v", err)}
 		}
@@ -274,6 +308,41 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	v.DoNotCache = dnc
 	v.TTL = ttl
 	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js, text: t, resPath: resPath}, nil
+}
+
+// protojsonOnly turns the fast path off, for tests that compare it with
+// protojson.
+var protojsonOnly atomic.Bool
+
+// preread is a bare resource the fast path read.
+type preread struct {
+	mt   protoreflect.MessageType
+	body []byte
+}
+
+// readBare reads a document that is a bare resource (its "@type" at the
+// top) with the fast path, returning nil if it is not one or the fast path
+// does not take it; and how deeply the document nests.
+func readBare(js []byte) (*preread, int) {
+	if protojsonOnly.Load() {
+		return nil, 0
+	}
+	url, ok := pbjson.TypeOf(js)
+	if !ok {
+		return nil, 0
+	}
+	if !strings.Contains(url, "/") {
+		url = TypePrefix + url
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+	if err != nil {
+		return nil, 0
+	}
+	b, depth, ok := pbjson.Transcode(js, mt.Descriptor(), true)
+	if !ok {
+		return nil, 0
+	}
+	return &preread{mt: mt, body: b}, depth
 }
 
 // typeResolver resolves the type URLs of google.protobuf.Any values from

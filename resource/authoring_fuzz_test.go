@@ -2,7 +2,10 @@ package resource
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // maxFuzzInput bounds the inputs FuzzDecode decodes. Go's fuzzer minimizes
@@ -21,7 +24,8 @@ const maxFuzzInput = 256
 
 // FuzzDecode: the authoring decoder never panics, fails only with
 // DocErrors, and what it accepts decodes again, from the JSON it kept, to
-// the same variant.
+// the same variant; and it decodes every input as it does with protojson
+// alone (the fast path changes nothing but the speed).
 //
 // The seeds are small on purpose (see maxFuzzInput); between them they
 // reach every form Decode accepts: JSON object and array, YAML streams,
@@ -57,6 +61,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		docs, err := Decode("fuzz", data)
+		sameWithoutFastPath(t, "fuzz", data, docs, err)
 		if err != nil {
 			var l ErrorList
 			if !errors.As(err, &l) || len(l) == 0 {
@@ -75,4 +80,26 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameWithoutFastPath fails t unless decoding data with protojson alone
+// gives what docs and err are: the same errors, and the same variants
+// with the same encodings.
+func sameWithoutFastPath(t testing.TB, source string, data []byte, docs []*Document, err error) {
+	t.Helper()
+	protojsonOnly.Store(true)
+	slow, serr := Decode(source, data)
+	protojsonOnly.Store(false)
+	if fmt.Sprint(err) != fmt.Sprint(serr) {
+		t.Fatalf("errors differ:\nfast path: %v\nprotojson: %v\ninput: %q", err, serr, data)
+	}
+	if len(docs) != len(slow) {
+		t.Fatalf("%d documents, %d with protojson: %q", len(docs), len(slow), data)
+	}
+	for i, d := range docs {
+		v, w := d.Variant, slow[i].Variant
+		if v.Key() != w.Key() || string(v.Any()) != string(w.Any()) || !proto.Equal(d.Message, slow[i].Message) {
+			t.Fatalf("document %d differs from protojson's: %v (%x) vs %v (%x)", i, v.Key(), v.Any(), w.Key(), w.Any())
+		}
+	}
 }

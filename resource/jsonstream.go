@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,47 +142,105 @@ func describeByte(c byte) string {
 func (s *jsonSplitter) value(index int) ([]byte, *DocError) {
 	s.keep = s.pos
 	defer func() { s.keep = -1 }()
-	depth, inStr := 0, false
+	depth, inStr, esc := 0, false, false
 	c, _ := s.peek()
 	scalar := c != '{' && c != '[' && c != '"'
+	scan := s.pos // the next byte to look at; those before it are read
 	for {
-		if s.pos >= len(s.buf) && !s.fill() {
-			if scalar && depth == 0 && !inStr {
-				break
-			}
-			return nil, s.endError(index)
-		}
-		if s.pos-s.keep > MaxDocumentBytes {
+		if scan-s.keep > MaxDocumentBytes {
+			s.consume(scan)
 			return nil, s.errorf(index, "a document larger than %d bytes", MaxDocumentBytes)
 		}
-		c := s.buf[s.pos]
-		if scalar && (isSpace(c) || c == ',' || c == ']' || c == '}') {
-			break
-		}
-		s.advance()
-		switch {
-		case inStr:
-			switch c {
-			case '\\':
-				if s.pos >= len(s.buf) && !s.fill() {
-					return nil, s.endError(index)
+		if scan >= len(s.buf) {
+			off := scan - s.keep
+			more := s.fill() // (which may move what is kept)
+			scan = s.keep + off
+			if !more {
+				s.consume(scan)
+				if scalar && depth == 0 && !inStr {
+					return append([]byte(nil), s.buf[s.keep:s.pos]...), nil
 				}
-				s.advance()
-			case '"':
-				inStr = false
+				return nil, s.endError(index)
 			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
 		}
-		if depth == 0 && !inStr && !scalar {
+		// The bytes up to the end of the buffer, or one past the largest
+		// document, looked at in a tight loop; positions are counted once
+		// the value's end is found.
+		end := min(len(s.buf), s.keep+MaxDocumentBytes+1)
+		done := false
+		for ; scan < end && !done; scan++ {
+			c := s.buf[scan]
+			switch {
+			case esc:
+				esc = false
+			case inStr:
+				switch c {
+				case '\\':
+					esc = true
+				case '"':
+					inStr = false
+					done = depth == 0
+				}
+			case scalar:
+				if isSpace(c) || c == ',' || c == ']' || c == '}' {
+					s.consume(scan)
+					return append([]byte(nil), s.buf[s.keep:s.pos]...), nil
+				}
+			case c == '"':
+				inStr = true
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				depth--
+				done = depth == 0
+			}
+		}
+		if done {
 			break
 		}
 	}
+	s.consume(scan)
 	return append([]byte(nil), s.buf[s.keep:s.pos]...), nil
+}
+
+// consume reads the bytes of buf up to end, counting lines and columns
+// as advance does byte by byte.
+func (s *jsonSplitter) consume(end int) {
+	b := s.buf[s.pos:end]
+	s.pos = end
+	line, col := s.line, s.col
+	s.line, s.col = after(line, col, b)
+	// Where the last byte not blank is (endError reports the end there).
+	k := len(b) - 1
+	for k >= 0 && isSpace(b[k]) {
+		k--
+	}
+	switch {
+	case k < 0:
+	case k == len(b)-1 && b[k]&0xC0 != 0x80:
+		s.last = [2]int{s.line, s.col - 1}
+	case k == len(b)-1:
+		s.last = [2]int{s.line, s.col}
+	default:
+		l, c := after(line, col, b[:k])
+		s.last = [2]int{l, c}
+	}
+}
+
+// after returns the line and column just after b, which starts at
+// line:col; a column counts characters, not bytes.
+func after(line, col int, b []byte) (int, int) {
+	if nl := bytes.Count(b, []byte{'\n'}); nl > 0 {
+		line += nl
+		col = 1
+		b = b[bytes.LastIndexByte(b, '\n')+1:]
+	}
+	for _, c := range b {
+		if c&0xC0 != 0x80 {
+			col++
+		}
+	}
+	return line, col
 }
 
 // split calls doc with each document of the source and bad with each
