@@ -200,7 +200,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	var (
 		msg  proto.Message
 		body []byte
-		fast []byte // msg's deterministic encoding, when the fast path read it
+		fast []byte // msg's deterministic encoding (made by the fast path, or by Marshal)
 	)
 	if typ.Element != nil && payloadURL == typ.URL {
 		msg, body, errs = decodeCollection(t, resPath, typ, res, errs)
@@ -277,6 +277,13 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	}
 
 	if body == nil { // a collection's entries were validated one by one
+		// The walk of the validation reads the encoding, which the fast
+		// path made.
+		if fast == nil {
+			if fast, err = Marshal(msg); err != nil {
+				return nil, append(errs, t.errAt(resOff, resPath, "cannot encode: %v", err))
+			}
+		}
 		// Each level of JSON nesting is at most three of the encoding (a
 		// google.protobuf.Struct: the Struct, a map entry, a Value), and a
 		// leaf one more: a document nested no deeper than this cannot
@@ -285,7 +292,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		if 3*deepest+3 <= MaxNesting {
 			limit = 0
 		}
-		for _, fe := range validateAuthored(msg, 1, limit) {
+		for _, fe := range validateAuthored(msg, fast, 1, limit) {
 			errs = append(errs, t.errPath(joinPath(resPath, fe.Path), "%s", fe.Msg))
 		}
 	}
@@ -297,12 +304,8 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if body == nil && fast != nil {
+	if body == nil {
 		body = fast
-	} else if body == nil {
-		if body, err = Marshal(msg); err != nil {
-			return nil, ErrorList{t.errAt(resOff, resPath, "cannot encode: %v", err)}
-		}
 	}
 	v := NewVariant(typ, canon, cons, "", payloadURL, body)
 	v.DoNotCache = dnc

@@ -135,7 +135,12 @@ func decodeCollection(t *docText, resPath string, typ *Type, res []member, errs 
 			errs = append(errs, perr)
 			continue
 		}
-		for _, fe := range validateAuthored(e, 2, MaxNesting) {
+		enc, err := Marshal(e)
+		if err != nil {
+			errs = append(errs, t.errAt(it, p, "cannot encode: %v", err))
+			continue
+		}
+		for _, fe := range validateAuthored(e, enc, 2, MaxNesting) {
 			errs = append(errs, t.errPath(joinPath(p, fe.Path), "%s", fe.Msg))
 		}
 		switch x := e.ResourceSpecifier.(type) {

@@ -3,10 +3,12 @@ package resource
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"unicode"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -43,18 +45,24 @@ const MaxNesting = 100
 // gets checked too, as a real client would. It returns every failure with
 // its field path.
 func Validate(m proto.Message) []FieldError {
-	w := walker{}
-	w.validate(m, 0, 1)
-	return w.out
+	b, err := proto.MarshalOptions{AllowPartial: true}.Marshal(m)
+	if err != nil {
+		return []FieldError{{Msg: err.Error()}}
+	}
+	return validateEncoded(m, b, 1, 0)
 }
 
 // validateAuthored is Validate for a resource being authored, which also
 // must not nest deeper than limit (MaxNesting, or 0 when the caller knows
 // it cannot). level is the nesting level of m in what is served: 1 for a
-// resource, 2 for an entry of a collection.
-func validateAuthored(m proto.Message, level, limit int) []FieldError {
+// resource, 2 for an entry of a collection. b is m's encoding.
+func validateAuthored(m proto.Message, b []byte, level, limit int) []FieldError {
+	return validateEncoded(m, b, level, limit)
+}
+
+func validateEncoded(m proto.Message, b []byte, level, limit int) []FieldError {
 	w := walker{limit: limit}
-	w.validate(m, 0, level)
+	w.validate(m, b, 0, level)
 	return w.out
 }
 
@@ -68,7 +76,10 @@ type pathSeg struct {
 	index int
 }
 
-// walker walks a message tree. It keeps the field path as a stack of steps
+// walker walks a message tree. It walks the tree's encoding, which is
+// several times faster than walking the message by reflection, and
+// decodes only the contents of google.protobuf.Any values, which it must
+// hand to their validators. It keeps the field path as a stack of steps
 // and spells it out only for an error, so a walk costs time and memory
 // linear in the size of the tree, whatever its depth.
 type walker struct {
@@ -83,9 +94,9 @@ func (w *walker) path() string { return pathSegs(w.segs).String() }
 func (w *walker) push(s pathSeg) { w.segs = append(w.segs, s) }
 func (w *walker) pop()           { w.segs = w.segs[:len(w.segs)-1] }
 
-// validate checks m, at nesting level level of its encoding, anys Any
-// values deep.
-func (w *walker) validate(m proto.Message, anys, level int) {
+// validate checks m, whose encoding is b, at nesting level level of its
+// encoding, anys Any values deep.
+func (w *walker) validate(m proto.Message, b []byte, anys, level int) {
 	if anys > 32 {
 		w.out = append(w.out, FieldError{Path: w.path(), Msg: "Any values nested too deeply"})
 		return
@@ -95,7 +106,7 @@ func (w *walker) validate(m proto.Message, anys, level int) {
 			walkPGV(err, w.path(), &w.out)
 		}
 	}
-	w.fields(m.ProtoReflect(), anys, level)
+	w.fields(b, m.ProtoReflect().Descriptor(), anys, level)
 }
 
 // pgvError is the shape of every protoc-gen-validate error type.
@@ -157,41 +168,165 @@ func snakeField(f string) string {
 
 var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
 
-// fields walks the message fields of m, a message at nesting level level,
-// skipping those whose type can hold no Any and cannot nest past the
-// limit from there: most of a resource, walked in a fraction of the time.
-func (w *walker) fields(m protoreflect.Message, anys, level int) {
-	sh := shapeOf(m.Descriptor())
-	for i, fd := range sh.fields {
-		c := sh.kids[i]
-		if !c.hasAny && (w.limit == 0 || c.depth >= 0 && level+c.depth <= w.limit) || !m.Has(fd) {
+// fields walks the message fields of the encoding b of a message of type
+// md at nesting level level, skipping those whose type can hold no Any and
+// cannot nest past the limit from there: most of a resource, walked in a
+// fraction of the time. The encoding is proto.Marshal's (or what the
+// wire format allows), and one that does not parse is left alone: it
+// came from a message.
+func (w *walker) fields(b []byte, md protoreflect.MessageDescriptor, anys, level int) {
+	sh := shapeOf(md)
+	if len(sh.fields) == 0 {
+		return
+	}
+	var counts [16]int // elements seen of each repeated field, for their paths
+	var more []int
+	if len(sh.fields) > len(counts) {
+		more = make([]int, len(sh.fields))
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		if typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return
+			}
+			b = b[n:]
 			continue
 		}
-		v := m.Get(fd)
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		i := sh.index(num)
+		if i < 0 {
+			continue
+		}
+		fd, c := sh.fields[i], sh.kids[i]
+		if !c.hasAny && (w.limit == 0 || c.depth >= 0 && level+c.depth <= w.limit) {
+			continue
+		}
 		w.push(pathSeg{kind: 'f', name: string(fd.Name())})
 		switch {
 		case fd.IsList():
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				w.push(pathSeg{kind: 'i', index: i})
-				w.message(l.Get(i).Message(), anys, level+1)
-				w.pop()
+			at := &counts[min(i, len(counts)-1)]
+			if more != nil {
+				at = &more[i]
 			}
+			w.push(pathSeg{kind: 'i', index: *at})
+			*at++
+			w.message(v, fd.Message(), anys, level+1)
+			w.pop()
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			// A map entry is a message of its own, holding the value.
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				w.push(pathSeg{kind: 'k', name: k.String()})
-				w.message(mv.Message(), anys, level+2)
-				w.pop()
-				return true
-			})
+			key, val := mapEntry(v, fd)
+			w.push(pathSeg{kind: 'k', name: key})
+			w.message(val, fd.MapValue().Message(), anys, level+2)
+			w.pop()
 		case fd.IsMap():
 			w.checkLevel(level + 1)
 		default:
-			w.message(v.Message(), anys, level+1)
+			w.message(v, fd.Message(), anys, level+1)
 		}
 		w.pop()
 	}
+}
+
+// mapEntry returns the key of a map entry's encoding, spelled as
+// protoreflect.MapKey.String does, and its value's encoding.
+func mapEntry(b []byte, fd protoreflect.FieldDescriptor) (key string, val []byte) {
+	var k protoreflect.Value
+	switch fd.MapKey().Kind() {
+	case protoreflect.StringKind:
+		k = protoreflect.ValueOfString("")
+	case protoreflect.BoolKind:
+		k = protoreflect.ValueOfBool(false)
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		k = protoreflect.ValueOfInt32(0)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		k = protoreflect.ValueOfInt64(0)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		k = protoreflect.ValueOfUint32(0)
+	default:
+		k = protoreflect.ValueOfUint64(0)
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			break
+		}
+		field := b[:m]
+		b = b[m:]
+		switch num {
+		case 1:
+			k = mapKeyOf(fd.MapKey().Kind(), typ, field, k)
+		case 2:
+			if v, n := protowire.ConsumeBytes(field); n >= 0 && typ == protowire.BytesType {
+				val = v
+			}
+		}
+	}
+	return k.MapKey().String(), val
+}
+
+// mapKeyOf decodes a map key of kind k from its encoded value, or keeps
+// def if it does not decode.
+func mapKeyOf(k protoreflect.Kind, typ protowire.Type, b []byte, def protoreflect.Value) protoreflect.Value {
+	switch typ {
+	case protowire.BytesType:
+		if v, n := protowire.ConsumeBytes(b); n >= 0 && k == protoreflect.StringKind {
+			return protoreflect.ValueOfString(string(v))
+		}
+	case protowire.VarintType:
+		v, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return def
+		}
+		switch k {
+		case protoreflect.BoolKind:
+			return protoreflect.ValueOfBool(protowire.DecodeBool(v))
+		case protoreflect.Int32Kind:
+			return protoreflect.ValueOfInt32(int32(v))
+		case protoreflect.Sint32Kind:
+			return protoreflect.ValueOfInt32(int32(protowire.DecodeZigZag(v & math.MaxUint32)))
+		case protoreflect.Int64Kind:
+			return protoreflect.ValueOfInt64(int64(v))
+		case protoreflect.Sint64Kind:
+			return protoreflect.ValueOfInt64(protowire.DecodeZigZag(v))
+		case protoreflect.Uint32Kind:
+			return protoreflect.ValueOfUint32(uint32(v))
+		case protoreflect.Uint64Kind:
+			return protoreflect.ValueOfUint64(v)
+		}
+	case protowire.Fixed32Type:
+		v, n := protowire.ConsumeFixed32(b)
+		if n < 0 {
+			return def
+		}
+		if k == protoreflect.Sfixed32Kind {
+			return protoreflect.ValueOfInt32(int32(v))
+		}
+		return protoreflect.ValueOfUint32(v)
+	case protowire.Fixed64Type:
+		v, n := protowire.ConsumeFixed64(b)
+		if n < 0 {
+			return def
+		}
+		if k == protoreflect.Sfixed64Kind {
+			return protoreflect.ValueOfInt64(int64(v))
+		}
+		return protoreflect.ValueOfUint64(v)
+	}
+	return def
 }
 
 // shape is what the walker needs to know of a message type: its fields
@@ -199,6 +334,9 @@ func (w *walker) fields(m protoreflect.Message, anys, level int) {
 type shape struct {
 	fields []protoreflect.FieldDescriptor
 	kids   []*shape
+	// byNum indexes fields by number: byNum[n] is 1 + the index of field
+	// n, 0 for none (numbers past its end are looked up in fields).
+	byNum []int16
 	// hasAny: a value of the type can hold a google.protobuf.Any.
 	hasAny bool
 	// depth is how many levels a value of the field's type can add to
@@ -271,6 +409,14 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 		sh.fields = append(sh.fields, fd)
 		sh.kids = append(sh.kids, k)
 	}
+	for i, fd := range sh.fields {
+		if n := int(fd.Number()); n < 256 {
+			if n >= len(sh.byNum) {
+				sh.byNum = append(sh.byNum, make([]int16, n+1-len(sh.byNum))...)
+			}
+			sh.byNum[n] = int16(i + 1)
+		}
+	}
 	sh.depth = 1 + deepest
 	if unbounded {
 		sh.depth = -1
@@ -279,6 +425,19 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 		shapes[md.FullName()] = sh
 	}
 	return sh
+}
+
+// index returns the index in fields of field number n, or -1.
+func (sh *shape) index(n protowire.Number) int {
+	if int(n) < len(sh.byNum) {
+		return int(sh.byNum[n]) - 1
+	}
+	for i, fd := range sh.fields {
+		if fd.Number() == n {
+			return i
+		}
+	}
+	return -1
 }
 
 // fieldMessage is the message a field holds: its own, or its map's value.
@@ -322,25 +481,51 @@ func (w *walker) checkLevel(level int) bool {
 	return false
 }
 
-func (w *walker) message(m protoreflect.Message, anys, level int) {
+// message walks the encoding b of a message of type md at nesting level
+// level.
+func (w *walker) message(b []byte, md protoreflect.MessageDescriptor, anys, level int) {
 	if !w.checkLevel(level) {
 		return
 	}
-	if m.Descriptor().FullName() != anyName {
-		w.fields(m, anys, level)
+	if md.FullName() != anyName {
+		w.fields(b, md, anys, level)
 		return
 	}
-	a, ok := m.Interface().(*anypb.Any)
-	if !ok {
-		return
+	var url string
+	var value []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return
+		}
+		if typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[:m])
+			switch num {
+			case 1:
+				url = string(v)
+			case 2:
+				value = v
+			}
+		}
+		b = b[m:]
 	}
-	inner, err := anypb.UnmarshalNew(a, proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes})
+	// As anypb.UnmarshalNew. An Any this binary cannot decode is passed
+	// through unchecked; the authoring decoder has already rejected
+	// unknown types.
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
 	if err != nil {
-		// An Any this binary cannot decode is passed through unchecked; the
-		// authoring decoder has already rejected unknown types.
+		return
+	}
+	inner := mt.New().Interface()
+	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(value, inner); err != nil {
 		return
 	}
 	// A client decodes an Any's contents on their own: their levels count
 	// from 1.
-	w.validate(inner, anys+1, 1)
+	w.validate(inner, value, anys+1, 1)
 }
