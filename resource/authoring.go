@@ -85,9 +85,13 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 			return nil, ErrorList{t.errAt(off, p, "duplicate key %q (first on line %d): a key may appear only once in an object (otherwise the last would silently win)", key, line)}
 		}
 	}
-	top := members(js, 0)
-	if top == nil {
-		return nil, ErrorList{t.errAt(0, "", "a document must be an object: a resource with \"@type\", or a wrapper with \"resource\"")}
+	// A bare resource the fast path read needs none of the scans below
+	// but for errors: its type is known.
+	var top []member
+	if pre == nil {
+		if top = members(js, 0); top == nil {
+			return nil, ErrorList{t.errAt(0, "", "a document must be an object: a resource with \"@type\", or a wrapper with \"resource\"")}
+		}
 	}
 	var (
 		errs    ErrorList
@@ -99,7 +103,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		dnc     bool
 		ttl     time.Duration
 	)
-	if _, bare := find(top, "@type"); !bare {
+	if _, bare := find(top, "@type"); !bare && pre == nil {
 		for _, m := range top {
 			if !wrapperKeys[m.key] {
 				errs = append(errs, t.errAt(m.keyOff, m.key, "unknown field (a wrapper has name, type, constraints, do_not_cache, ttl and resource; a bare resource starts with \"@type\")"))
@@ -147,28 +151,43 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		}
 	}
 
-	res := top
-	if resOff != skipSpace(js, 0) {
-		res = members(js, resOff)
-	}
-	if res == nil {
-		return nil, append(errs, t.errAt(resOff, resPath, "must be an object with \"@type\""))
-	}
 	typePath := joinPath(resPath, "@type")
-	tm, ok := find(res, "@type")
-	if !ok {
-		return nil, append(errs, t.errAt(resOff, typePath, "missing: every resource names its type, e.g. type.googleapis.com/envoy.config.cluster.v3.Cluster"))
+	var (
+		res []member // the resource's members; nil until needed for a bare resource the fast path read
+		tm  member   // its "@type"
+		mt  protoreflect.MessageType
+		err error
+	)
+	resMembers := func() {
+		if res == nil {
+			res = members(js, resOff)
+			tm, _ = find(res, "@type")
+		}
 	}
-	var typeURL string
-	if err := json.Unmarshal(js[tm.valOff:tm.valEnd], &typeURL); err != nil || typeURL == "" {
-		return nil, append(errs, t.errAt(tm.valOff, typePath, "must be a non-empty string"))
-	}
-	if !strings.Contains(typeURL, "/") {
-		typeURL = TypePrefix + typeURL
-	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL)
-	if err != nil {
-		return nil, append(errs, t.errAt(tm.valOff, typePath, "%s", unknownType(typeURL, true)))
+	if pre != nil {
+		mt = pre.mt
+	} else {
+		res = top
+		if resOff != skipSpace(js, 0) {
+			res = members(js, resOff)
+		}
+		if res == nil {
+			return nil, append(errs, t.errAt(resOff, resPath, "must be an object with \"@type\""))
+		}
+		var ok bool
+		if tm, ok = find(res, "@type"); !ok {
+			return nil, append(errs, t.errAt(resOff, typePath, "missing: every resource names its type, e.g. type.googleapis.com/envoy.config.cluster.v3.Cluster"))
+		}
+		var typeURL string
+		if err := json.Unmarshal(js[tm.valOff:tm.valEnd], &typeURL); err != nil || typeURL == "" {
+			return nil, append(errs, t.errAt(tm.valOff, typePath, "must be a non-empty string"))
+		}
+		if !strings.Contains(typeURL, "/") {
+			typeURL = TypePrefix + typeURL
+		}
+		if mt, err = protoregistry.GlobalTypes.FindMessageByURL(typeURL); err != nil {
+			return nil, append(errs, t.errAt(tm.valOff, typePath, "%s", unknownType(typeURL, true)))
+		}
 	}
 	payloadURL := TypePrefix + string(mt.Descriptor().FullName())
 
@@ -188,6 +207,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		typ = wt
 	}
 	if !typ.Known {
+		resMembers()
 		return nil, append(errs, t.errAt(tm.valOff, typePath, "%s is not an xDS resource type xdsd serves", mt.Descriptor().FullName()))
 	}
 	if ttl > 0 && typ.URL == VirtualHostURL {
@@ -203,31 +223,21 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		fast []byte // msg's deterministic encoding (made by the fast path, or by Marshal)
 	)
 	if typ.Element != nil && payloadURL == typ.URL {
+		resMembers()
 		msg, body, errs = decodeCollection(t, resPath, typ, res, errs)
 		if msg == nil {
 			return nil, errs
 		}
 	} else {
-		// The resource's fields without its "@type", every other byte at
-		// its place, so that the decoder's positions are the source's.
-		end := skipValue(js, resOff)
-		rel := make([]member, len(res))
-		at := 0
-		for i, m := range res {
-			rel[i] = member{key: m.key, keyOff: m.keyOff - resOff, valOff: m.valOff - resOff, valEnd: m.valEnd - resOff}
-			if m.key == "@type" {
-				at = i
-			}
-		}
 		msg = mt.New().Interface()
 		// The fast path first: it reads most resources straight into
 		// their encoding, and leaves to protojson what it does not take
 		// (errors included), which then reads it as always.
 		var ok bool
-		if pre != nil && pre.mt == mt {
+		if pre != nil {
 			fast, ok = pre.body, true
 		} else if !protojsonOnly.Load() {
-			fast, _, ok = pbjson.Transcode(js[resOff:end], mt.Descriptor(), true)
+			fast, _, ok = pbjson.Transcode(js[resOff:skipValue(js, resOff)], mt.Descriptor(), true)
 		}
 		if ok {
 			ok = proto.Unmarshal(fast, msg) == nil
@@ -235,6 +245,19 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		if !ok {
 			fast = nil
 			proto.Reset(msg)
+			resMembers()
+			// The resource's fields without its "@type", every other
+			// byte at its place, so that the decoder's positions are the
+			// source's.
+			end := skipValue(js, resOff)
+			rel := make([]member, len(res))
+			at := 0
+			for i, m := range res {
+				rel[i] = member{key: m.key, keyOff: m.keyOff - resOff, valOff: m.valOff - resOff, valEnd: m.valEnd - resOff}
+				if m.key == "@type" {
+					at = i
+				}
+			}
 			if e := t.unmarshal(blankMember(js[resOff:end], rel, at), resOff, msg); e != nil {
 				return nil, append(errs, e)
 			}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -62,6 +63,7 @@ func validateAuthored(m proto.Message, b []byte, level, limit int) []FieldError 
 
 func validateEncoded(m proto.Message, b []byte, level, limit int) []FieldError {
 	w := walker{limit: limit}
+	w.segs = w.seg0[:0]
 	w.validate(m, b, 0, level)
 	return w.out
 }
@@ -87,6 +89,7 @@ type walker struct {
 	segs    []pathSeg
 	limit   int  // MaxNesting, or 0 for no limit
 	tooDeep bool // the limit was reported: once is enough
+	seg0    [16]pathSeg
 }
 
 func (w *walker) path() string { return pathSegs(w.segs).String() }
@@ -106,7 +109,7 @@ func (w *walker) validate(m proto.Message, b []byte, anys, level int) {
 			walkPGV(err, w.path(), &w.out)
 		}
 	}
-	w.fields(b, m.ProtoReflect().Descriptor(), anys, level)
+	w.fields(b, shapeOf(m.ProtoReflect().Descriptor()), anys, level)
 }
 
 // pgvError is the shape of every protoc-gen-validate error type.
@@ -174,8 +177,7 @@ var anyName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
 // fraction of the time. The encoding is proto.Marshal's (or what the
 // wire format allows), and one that does not parse is left alone: it
 // came from a message.
-func (w *walker) fields(b []byte, md protoreflect.MessageDescriptor, anys, level int) {
-	sh := shapeOf(md)
+func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 	if len(sh.fields) == 0 {
 		return
 	}
@@ -219,18 +221,18 @@ func (w *walker) fields(b []byte, md protoreflect.MessageDescriptor, anys, level
 			}
 			w.push(pathSeg{kind: 'i', index: *at})
 			*at++
-			w.message(v, fd.Message(), anys, level+1)
+			w.message(v, c, anys, level+1)
 			w.pop()
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			// A map entry is a message of its own, holding the value.
 			key, val := mapEntry(v, fd)
 			w.push(pathSeg{kind: 'k', name: key})
-			w.message(val, fd.MapValue().Message(), anys, level+2)
+			w.message(val, c, anys, level+2)
 			w.pop()
 		case fd.IsMap():
 			w.checkLevel(level + 1)
 		default:
-			w.message(v, fd.Message(), anys, level+1)
+			w.message(v, c, anys, level+1)
 		}
 		w.pop()
 	}
@@ -343,6 +345,23 @@ type shape struct {
 	// the nesting, counted from the level of the message holding it; -1
 	// when unbounded (a recursive type, such as google.protobuf.Struct).
 	depth int
+	// isAny: the type is google.protobuf.Any.
+	isAny bool
+	// Of a field's entry in kids: its message type, and that type's
+	// shape once looked up (resolve).
+	msg  protoreflect.MessageDescriptor
+	full atomic.Pointer[shape]
+}
+
+// resolve returns the shape of the message type of a field's entry in
+// kids.
+func (k *shape) resolve() *shape {
+	if sh := k.full.Load(); sh != nil {
+		return sh
+	}
+	sh := shapeOf(k.msg)
+	k.full.Store(sh)
+	return sh
 }
 
 var (
@@ -372,7 +391,7 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 	}
 	visiting[md.FullName()] = true
 	defer delete(visiting, md.FullName())
-	sh := &shape{hasAny: reachesAny(md, map[protoreflect.FullName]bool{})}
+	sh := &shape{hasAny: reachesAny(md, map[protoreflect.FullName]bool{}), isAny: md.FullName() == anyName}
 	deepest, unbounded, complete := 0, false, true
 	fs := md.Fields()
 	for i := 0; i < fs.Len(); i++ {
@@ -391,7 +410,7 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 		default:
 			continue
 		}
-		k := &shape{depth: -1} // as seen from md
+		k := &shape{depth: -1, msg: fieldMessage(fd)} // as seen from md
 		if kid != nil {
 			k.hasAny, k.depth = kid.hasAny, kid.depth
 		} else {
@@ -481,14 +500,15 @@ func (w *walker) checkLevel(level int) bool {
 	return false
 }
 
-// message walks the encoding b of a message of type md at nesting level
-// level.
-func (w *walker) message(b []byte, md protoreflect.MessageDescriptor, anys, level int) {
+// message walks the encoding b of a message of kid's type (an entry of
+// kids) at nesting level level.
+func (w *walker) message(b []byte, kid *shape, anys, level int) {
 	if !w.checkLevel(level) {
 		return
 	}
-	if md.FullName() != anyName {
-		w.fields(b, md, anys, level)
+	sh := kid.resolve()
+	if !sh.isAny {
+		w.fields(b, sh, anys, level)
 		return
 	}
 	var url string

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -67,8 +68,9 @@ func Transcode(js []byte, md protoreflect.MessageDescriptor, skipType bool) (b [
 	return out, e.deepest, true
 }
 
-// TypeOf returns the string value of the member "@type" of the JSON
-// object js, when it has one and only one, which is a string.
+// TypeOf returns the string value of the first member "@type" of the
+// JSON object js, when it has one, which is a string. (Transcode with
+// skipType does not take an object with two.)
 func TypeOf(js []byte) (string, bool) {
 	e := encPool.Get().(*enc)
 	defer e.release()
@@ -114,6 +116,17 @@ type fieldInfo struct {
 	mapKey   *fieldInfo
 	mapVal   *fieldInfo
 	enum     protoreflect.EnumDescriptor
+	child    atomic.Pointer[msgInfo] // infoOf(msg), once looked up
+}
+
+// info returns what the encoder needs of the field's message type.
+func (f *fieldInfo) info() *msgInfo {
+	if mi := f.child.Load(); mi != nil {
+		return mi
+	}
+	mi := infoOf(f.msg)
+	f.child.Store(mi)
+	return mi
 }
 
 var infos sync.Map // protoreflect.FullName → *msgInfo
@@ -408,7 +421,7 @@ func (e *enc) field(f *fieldInfo, depth int) bool {
 	}
 	start := len(e.buf)
 	if f.kind == protoreflect.MessageKind {
-		if !e.message(f, f.msg, depth) {
+		if !e.message(f, depth) {
 			return false
 		}
 		e.push(f.order, start)
@@ -427,11 +440,11 @@ func (e *enc) field(f *fieldInfo, depth int) bool {
 	return true
 }
 
-// message appends the tag of f and the length-prefixed message of type md
-// read from the JSON.
-func (e *enc) message(f *fieldInfo, md protoreflect.MessageDescriptor, depth int) bool {
+// message appends the tag of f and the length-prefixed message of f's
+// type read from the JSON.
+func (e *enc) message(f *fieldInfo, depth int) bool {
 	head := len(e.buf)
-	c, ok := e.messageContent(infoOf(md), depth+1)
+	c, ok := e.messageContent(f.info(), depth+1)
 	if !ok {
 		return false
 	}
@@ -522,10 +535,10 @@ func (e *enc) list(f *fieldInfo, depth int) bool {
 	for {
 		switch {
 		case f.kind == protoreflect.MessageKind:
-			if e.next() == 'n' && infoOf(f.msg).wkt != wktValue {
+			if e.next() == 'n' && f.info().wkt != wktValue {
 				return false
 			}
-			if !e.message(f, f.msg, depth) {
+			if !e.message(f, depth) {
 				return false
 			}
 		case packed:
@@ -578,10 +591,10 @@ func (e *enc) mapField(f *fieldInfo, depth int) bool {
 		e.buf = protowire.AppendTag(e.buf, 1, protowire.BytesType)
 		e.buf = protowire.AppendString(e.buf, k)
 		if f.mapVal.kind == protoreflect.MessageKind {
-			if e.next() == 'n' && infoOf(f.mapVal.msg).wkt != wktValue {
+			if e.next() == 'n' && f.mapVal.info().wkt != wktValue {
 				return false
 			}
-			if !e.message(f.mapVal, f.mapVal.msg, depth) {
+			if !e.message(f.mapVal, depth) {
 				return false
 			}
 		} else {
@@ -673,13 +686,13 @@ func (e *enc) any(depth int) (int, bool) {
 	return start, true
 }
 
-// findType returns the value of the object's "@type", the object's only
-// member by that name, without moving.
+// findType returns the value of the object's first "@type", without
+// moving. (A second one is an error protojson reports: the object's
+// decoding with skipType does not take it.)
 func (e *enc) findType() (string, bool) {
 	i, nest, deepest := e.i, e.nest, e.deepest
 	defer func() { e.i, e.nest, e.deepest = i, nest, deepest }()
 	e.open()
-	url, found := "", false
 	if e.next() == '}' {
 		return "", false // an empty Any: not taken
 	}
@@ -689,23 +702,20 @@ func (e *enc) findType() (string, bool) {
 			return "", false
 		}
 		if k == "@type" {
-			if found || e.next() != '"' {
+			if e.next() != '"' {
 				return "", false
 			}
 			s, ok := e.stringValue()
 			if !ok || len(s) == 0 {
 				return "", false
 			}
-			url, found = string(s), true
-		} else if !e.skip(0) {
+			return string(s), true
+		}
+		if !e.skip(0) {
 			return "", false
 		}
-		done, ok := e.afterMember('}')
-		if !ok {
+		if done, ok := e.afterMember('}'); !ok || done {
 			return "", false
-		}
-		if done {
-			return url, found
 		}
 	}
 }
@@ -857,11 +867,11 @@ func (e *enc) value(mi *msgInfo, depth int) (int, bool) {
 		e.buf = protowire.AppendTag(e.buf, 3, protowire.BytesType)
 		e.buf = protowire.AppendBytes(e.buf, s)
 	case c == '{':
-		if !e.message(mi.byNum[5], mi.byNum[5].msg, depth) {
+		if !e.message(mi.byNum[5], depth) {
 			return 0, false
 		}
 	case c == '[':
-		if !e.message(mi.byNum[6], mi.byNum[6].msg, depth) {
+		if !e.message(mi.byNum[6], depth) {
 			return 0, false
 		}
 	default:
