@@ -256,9 +256,9 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 	var (
 		p        Plan
 		problems []error
-		order    []group
-		puts     = map[group][]*resource.Variant{}
-		seen     = map[resource.Key]bool{}
+		order    = make([]group, 0, len(b.Puts))
+		puts     = make(map[group][]*resource.Variant, len(b.Puts))
+		seen     = make(map[resource.Key]bool, len(b.Puts))
 	)
 	for k, v := range b.Meta {
 		if k == "" || len(k) > MaxMetaKey {
@@ -299,13 +299,16 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 	if cc, ok := r.(ContentComparer); ok {
 		same = cc.SameContent
 	}
-	final := map[group][]*resource.Variant{}
+	final := make(map[group][]*resource.Variant, len(order))
 	for _, g := range order {
 		old, err := r.Variants(g.typ, g.name)
 		if err != nil {
 			return Plan{}, err
 		}
-		oldBy := map[string]*resource.Variant{}
+		var oldBy map[string]*resource.Variant // (nil, read as empty, for a new resource)
+		if len(old) > 0 {
+			oldBy = make(map[string]*resource.Variant, len(old))
+		}
 		for _, o := range old {
 			oldBy[o.Constraints.Key()] = o
 		}
