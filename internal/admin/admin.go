@@ -451,8 +451,10 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process has no store to apply to"))
 		return
 	}
-	applyMemory.begin() // until the revision is served: see memory.go
-	defer applyMemory.end()
+	// Until the revision is served: see memory.go.
+	checks := r.URL.Query().Get("client") != "" && r.URL.Query().Get("client") != "none"
+	applyMemory.begin(checks)
+	defer applyMemory.end(checks)
 	b, status, err := a.readBatch(w, r)
 	if err != nil {
 		writeError(w, status, err)

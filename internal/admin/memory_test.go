@@ -13,35 +13,44 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// While applies run, GOGC is applyGCPercent unless it was lower or off
-// before; the setting before is back when the last apply ends; what they
-// read is counted.
+// While applies run, GOGC is applyGCPercent, or checkGCPercent while one
+// with client checks runs, unless it was lower or off before; the setting
+// before is back when the last apply ends; what they read is counted.
 func TestMemoryBudget(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	for _, c := range []struct{ prev, during int }{{100, applyGCPercent}, {400, applyGCPercent}, {10, 10}, {-1, -1}} {
+	gogc := func() int {
+		g := debug.SetGCPercent(-1)
+		debug.SetGCPercent(g)
+		return g
+	}
+	for _, c := range []struct{ prev, during, checking int }{
+		{100, applyGCPercent, checkGCPercent}, {400, applyGCPercent, checkGCPercent},
+		{40, 40, checkGCPercent}, {10, 10, 10}, {-1, -1, -1},
+	} {
 		debug.SetGCPercent(c.prev)
 		var m memoryBudget
-		m.begin()
-		if got := debug.SetGCPercent(-1); got != c.during {
+		m.begin(false)
+		if got := gogc(); got != c.during {
 			t.Errorf("GOGC %d before: %d once an apply began, want %d", c.prev, got, c.during)
 		}
-		debug.SetGCPercent(c.during)
 		if _, err := io.Copy(io.Discard, &budgetReader{r: bytes.NewReader(make([]byte, 100000)), m: &m}); err != nil {
 			t.Fatal(err)
 		}
-		m.begin() // a second apply, which ends first
+		m.begin(true) // a second apply, with client checks, which ends first
+		if got := gogc(); got != c.checking {
+			t.Errorf("GOGC %d before: %d with an apply with checks running, want %d", c.prev, got, c.checking)
+		}
 		m.grow(5)
-		m.end()
-		if got := debug.SetGCPercent(-1); got != c.during {
+		m.end(true)
+		if got := gogc(); got != c.during {
 			t.Errorf("GOGC %d before: %d with an apply still running, want %d", c.prev, got, c.during)
 		}
-		debug.SetGCPercent(c.during)
 		if m.read != 100005 {
 			t.Errorf("read %d bytes, want 100005", m.read)
 		}
-		m.end()
-		if got := debug.SetGCPercent(-1); got != c.prev {
+		m.end(false)
+		if got := gogc(); got != c.prev {
 			t.Errorf("GOGC %d after the applies ended, want %d back", got, c.prev)
 		}
 	}
