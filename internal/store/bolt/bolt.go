@@ -739,26 +739,42 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		planned, staged bool
 	)
 	if s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
+		// The bodies of resources new to the store are staged while the
+		// plan is made, in a read transaction that bbolt runs beside the
+		// writer's (the initial map is large enough that the writer
+		// never waits to remap); those of changed ones once it is made.
+		// For a batch of new resources the plan then costs no time.
+		news := slices.Clone(b.Puts)
+		sortPuts(news)
+		ahead := make(chan error, 1)
+		go func() {
+			var err error
+			if news, err = s.newPuts(news); err == nil {
+				err = s.stage(ctx, rev, news)
+			}
+			ahead <- err
+		}()
 		err := s.db.View(func(tx *bbolt.Tx) error {
 			var err error
 			p, err = store.MakePlan(txReader{tx.Bucket(bucketRes), tx.Bucket(bucketBody)}, b, rev)
 			return err
 		})
-		if err != nil {
-			return store.Result{}, err
+		if aerr := <-ahead; err != nil || aerr != nil {
+			return store.Result{}, s.unstage(rev, errors.Join(err, aerr))
 		}
-		planned = true
+		planned, staged = true, len(news) > 0
 		sortPuts(p.Puts) // (for stage, and for the commit below)
 		// The plan holds new variants (with their versions) sharing the
 		// batch's payloads: without this, the batch's own 100,000
 		// variants stayed reachable until the commit.
 		b.Puts = nil
-		if len(p.Puts) > 0 { // (a batch that changes nothing stages nothing)
-			if err := s.stage(ctx, rev, p.Puts); err != nil {
+		if rest := notIn(p.Puts, news); len(rest) > 0 {
+			if err := s.stage(ctx, rev, rest); err != nil {
 				return store.Result{}, s.unstage(rev, err)
 			}
 			staged = true
 		}
+		news = nil
 	}
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
@@ -917,6 +933,41 @@ func (s *Store) stage(ctx context.Context, rev int64, puts []*resource.Variant) 
 		}
 	}
 	return nil
+}
+
+// newPuts keeps of puts those whose key the store does not hold.
+func (s *Store) newPuts(puts []*resource.Variant) ([]*resource.Variant, error) {
+	news := puts[:0]
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		res := tx.Bucket(bucketRes)
+		for _, v := range puts {
+			if res.Get(resKey(v.Key())) == nil {
+				news = append(news, v)
+			}
+		}
+		return nil
+	})
+	return news, err
+}
+
+// notIn returns the variants of a whose keys are not those of b's; both
+// are in key order (sortPuts), and b's keys are some of a's.
+func notIn(a, b []*resource.Variant) []*resource.Variant {
+	if len(b) == 0 {
+		return a
+	}
+	var out []*resource.Variant
+	j := 0
+	for _, v := range a {
+		for j < len(b) && store.CompareKeys(b[j].Key(), v.Key()) < 0 {
+			j++
+		}
+		if j < len(b) && store.CompareKeys(b[j].Key(), v.Key()) == 0 {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // unstage removes what was staged for revision rev, after err (returned,

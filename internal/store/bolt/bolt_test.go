@@ -3,6 +3,7 @@ package bolt_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -443,4 +444,74 @@ func TestBackupIsConsistent(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// A staged batch stages the bodies of new resources while its plan is
+// made, and those of changed ones after: a batch of new, changed and
+// unchanged resources is stored as it says, with no body left over; a
+// batch whose plan fails leaves nothing staged.
+func TestStagedAheadOfThePlan(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s, err := bolt.Open(path, bolt.Options{StageBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var first store.Batch
+	for i := range 40 {
+		first.Puts = append(first.Puts, storetest.Cluster(fmt.Sprintf("c%02d", i), "", "1"))
+	}
+	if _, err := s.Apply(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// c00–c19 unchanged, c20–c39 changed, n00–n19 new.
+	var second store.Batch
+	for i := range 40 {
+		tag := "1"
+		if i >= 20 {
+			tag = "2"
+		}
+		second.Puts = append(second.Puts, storetest.Cluster(fmt.Sprintf("c%02d", i), "", tag))
+	}
+	for i := range 20 {
+		second.Puts = append(second.Puts, storetest.Cluster(fmt.Sprintf("n%02d", i), "", "1"))
+	}
+	res, err := s.Apply(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Puts) != 40 {
+		t.Fatalf("%d puts, want the 20 changed and the 20 new", len(res.Puts))
+	}
+	for i := range 40 {
+		vs, err := s.StateAt(ctx, res.Rev, store.Filter{Type: resource.ClusterURL, Name: fmt.Sprintf("c%02d", i)})
+		if err != nil || len(vs) != 1 {
+			t.Fatalf("c%02d: %v %v", i, vs, err)
+		}
+		want := storetest.Cluster(fmt.Sprintf("c%02d", i), "", map[bool]string{true: "2", false: "1"}[i >= 20])
+		if !vs[0].SameContent(want) {
+			t.Errorf("c%02d holds the wrong content", i)
+		}
+	}
+	// A plan that fails: a variant given twice, beside new resources
+	// staged ahead of it.
+	third := store.Batch{Puts: []*resource.Variant{storetest.Cluster("x", "", "1"), storetest.Cluster("x", "", "2")}}
+	for i := range 20 {
+		third.Puts = append(third.Puts, storetest.Cluster(fmt.Sprintf("m%02d", i), "", "1"))
+	}
+	var be *store.BatchError
+	if _, err := s.Apply(ctx, third); !errors.As(err, &be) {
+		t.Fatalf("a variant given twice: %v, want a BatchError", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawView(t, path, func(tx *bbolt.Tx) {
+		if tx.Bucket([]byte("meta")).Get([]byte("staged")) != nil {
+			t.Error("the failed batch left its staged mark")
+		}
+	})
+	if _, err := bolt.Verify(path); err != nil {
+		t.Errorf("Verify: %v (a staged body left over?)", err)
+	}
 }
