@@ -453,8 +453,8 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	// Until the revision is served: see memory.go.
 	checks := r.URL.Query().Get("client") != "" && r.URL.Query().Get("client") != "none"
-	applyMemory.begin(checks)
-	defer applyMemory.end(checks)
+	gc := applyMemory.begin(checks)
+	defer gc.end()
 	b, status, err := a.readBatch(w, r)
 	if err != nil {
 		writeError(w, status, err)
@@ -466,6 +466,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	docs, findings := len(b.batch.Puts), b.findings
 	b.batch.Audit = a.audit(r, "apply")
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
+	gc.storing()
 	res, err := a.o.Store.Apply(r.Context(), b.batch)
 	b = nil // a large batch is the store's (and the server's) now
 	if err != nil {

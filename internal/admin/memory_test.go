@@ -14,8 +14,9 @@ import (
 )
 
 // While applies run, GOGC is applyGCPercent, or checkGCPercent while one
-// with client checks runs, unless it was lower or off before; the setting
-// before is back when the last apply ends; what they read is counted.
+// with client checks runs or one is being stored, unless it was lower or
+// off before; the setting before is back when the last apply ends; what
+// they read is counted.
 func TestMemoryBudget(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
@@ -24,34 +25,43 @@ func TestMemoryBudget(t *testing.T) {
 		debug.SetGCPercent(g)
 		return g
 	}
-	for _, c := range []struct{ prev, during, checking int }{
+	for _, c := range []struct{ prev, during, low int }{
 		{100, applyGCPercent, checkGCPercent}, {400, applyGCPercent, checkGCPercent},
 		{40, 40, checkGCPercent}, {10, 10, 10}, {-1, -1, -1},
 	} {
 		debug.SetGCPercent(c.prev)
 		var m memoryBudget
-		m.begin(false)
+		a := m.begin(false)
 		if got := gogc(); got != c.during {
 			t.Errorf("GOGC %d before: %d once an apply began, want %d", c.prev, got, c.during)
 		}
 		if _, err := io.Copy(io.Discard, &budgetReader{r: bytes.NewReader(make([]byte, 100000)), m: &m}); err != nil {
 			t.Fatal(err)
 		}
-		m.begin(true) // a second apply, with client checks, which ends first
-		if got := gogc(); got != c.checking {
-			t.Errorf("GOGC %d before: %d with an apply with checks running, want %d", c.prev, got, c.checking)
+		b := m.begin(true) // a second apply, with client checks, which ends first
+		if got := gogc(); got != c.low {
+			t.Errorf("GOGC %d before: %d with an apply with checks running, want %d", c.prev, got, c.low)
 		}
 		m.grow(5)
-		m.end(true)
+		b.storing()
+		b.end()
 		if got := gogc(); got != c.during {
 			t.Errorf("GOGC %d before: %d with an apply still running, want %d", c.prev, got, c.during)
 		}
 		if m.read != 100005 {
 			t.Errorf("read %d bytes, want 100005", m.read)
 		}
-		m.end(false)
+		a.storing()
+		a.storing() // (once is enough)
+		if got := gogc(); got != c.low {
+			t.Errorf("GOGC %d before: %d with an apply being stored, want %d", c.prev, got, c.low)
+		}
+		a.end()
 		if got := gogc(); got != c.prev {
 			t.Errorf("GOGC %d after the applies ended, want %d back", got, c.prev)
+		}
+		if m.low != 0 || m.active != 0 {
+			t.Errorf("%d applies counted low, %d running, after they ended", m.low, m.active)
 		}
 	}
 }
