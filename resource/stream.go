@@ -102,7 +102,15 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // document. A caller applying a batch must apply nothing unless it
 // returns nil. Set checks (SetCheck) are the caller's.
 func DecodeReader(source string, r io.Reader, f Format, fn func(*Document) error) error {
-	st := &stream{source: source, fn: fn}
+	return DecodeReaderPrepared(source, r, f, nil, fn)
+}
+
+// DecodeReaderPrepared is DecodeReader calling prepare, when not nil, with
+// each valid document on the goroutine that decoded it, in parallel with
+// the others and before fn has it: for work on one document that needs
+// none of the others (prepare must be safe to call concurrently).
+func DecodeReaderPrepared(source string, r io.Reader, f Format, prepare func(*Document), fn func(*Document) error) error {
+	st := &stream{source: source, fn: fn, prepare: prepare}
 	if err := st.run(r, f); err != nil {
 		return err
 	}
@@ -117,6 +125,7 @@ const maxErrors = 1000
 type stream struct {
 	source   string
 	fn       func(*Document) error
+	prepare  func(*Document) // nil, or called on the decoding goroutine
 	errs     ErrorList
 	dropped  int
 	reparsed atomic.Int32
@@ -148,6 +157,9 @@ func (st *stream) work(j *job) {
 	keep := func(t *docText) {
 		d, errs := decodeDoc(t)
 		if d != nil {
+			if st.prepare != nil {
+				st.prepare(d)
+			}
 			j.docs = append(j.docs, d)
 		}
 		j.errs = append(j.errs, errs...)

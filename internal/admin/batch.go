@@ -31,13 +31,28 @@ type batch struct {
 	errs     resource.ErrorList
 	check    *nack.Checker // nil without client checks
 	findings []nack.Finding
+	// The checks' work on each document alone, done where it was
+	// decoded, until add takes it.
+	mu       sync.Mutex
+	prepared map[*resource.Document]*nack.Prepared
+}
+
+func (b *batch) prepare(d *resource.Document) {
+	p := b.check.Prepare(d)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.prepared[d] = p
 }
 
 func (b *batch) add(d *resource.Document) error {
 	b.batch.Puts = append(b.batch.Puts, d.Variant)
 	b.set.Add(d)
 	if b.check != nil {
-		b.check.Add(d)
+		b.mu.Lock()
+		p := b.prepared[d]
+		delete(b.prepared, d)
+		b.mu.Unlock()
+		b.check.AddPrepared(d, p)
 	}
 	return nil
 }
@@ -55,7 +70,14 @@ func (r *rejected) Error() string {
 
 // read decodes one source into the batch, collecting its problems.
 func (b *batch) read(source string, r io.Reader, f resource.Format) error {
-	err := resource.DecodeReader(source, r, f, b.add)
+	var prepare func(*resource.Document)
+	if b.check != nil {
+		prepare = b.prepare
+		if b.prepared == nil {
+			b.prepared = map[*resource.Document]*nack.Prepared{}
+		}
+	}
+	err := resource.DecodeReaderPrepared(source, r, f, prepare, b.add)
 	var l resource.ErrorList
 	if errors.As(err, &l) {
 		b.errs = append(b.errs, l...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -182,9 +183,9 @@ func envoyDomains(typeURL string, m proto.Message, report reporter) {
 // factory, and Envoy rejects the resource ("Didn't find a registered
 // implementation for '...' with type URL: '...'", Config::Utility).
 func envoyV2Types(typeURL string, m proto.Message, report reporter) {
-	anys(m.ProtoReflect(), "", func(a *anypb.Any, path string) {
+	anys(m.ProtoReflect(), func(a *anypb.Any, path func() string) {
 		if t := typeName(a.GetTypeUrl()); isV2(t) {
-			report("envoy/v2-type", Error, path, "Envoy rejects %s: it is a v2 API type, which Envoy removed in 1.18; use its v3 counterpart (envoy.extensions...v3)", t)
+			report("envoy/v2-type", Error, join(path(), "@type"), "Envoy rejects %s: it is a v2 API type, which Envoy removed in 1.18; use its v3 counterpart (envoy.extensions...v3)", t)
 		}
 	})
 }
@@ -207,38 +208,117 @@ func isV2(full string) bool {
 var anyFullName = (&anypb.Any{}).ProtoReflect().Descriptor().FullName()
 
 // anys calls f with every google.protobuf.Any inside m (unpacking each to
-// look inside it too) and its field path.
-func anys(m protoreflect.Message, path string, f func(*anypb.Any, string)) {
-	if m.Descriptor().FullName() == anyFullName {
-		a, ok := m.Interface().(*anypb.Any)
-		if !ok {
+// look inside it too) and a function that spells its field path. Only the
+// fields whose types can hold an Any are walked, and a path is spelled
+// only when asked for.
+func anys(m protoreflect.Message, f func(a *anypb.Any, path func() string)) {
+	// The path as steps, spelled out only when asked for: a field's
+	// name, a list index, or a map key (quoted).
+	type seg struct {
+		kind  byte // 'f', 'i' or 'k'
+		name  string
+		index int
+	}
+	var segs []seg
+	path := func() string {
+		var b strings.Builder
+		for _, s := range segs {
+			switch s.kind {
+			case 'i':
+				b.WriteString("[" + strconv.Itoa(s.index) + "]")
+			case 'k':
+				b.WriteString("[" + strconv.Quote(s.name) + "]")
+			default:
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(s.name)
+			}
+		}
+		return b.String()
+	}
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		if m.Descriptor().FullName() == anyFullName {
+			a, ok := m.Interface().(*anypb.Any)
+			if !ok {
+				return
+			}
+			f(a, path)
+			if inner := unpack(a); inner != nil {
+				walk(inner.ProtoReflect())
+			}
 			return
 		}
-		f(a, join(path, "@type"))
-		if inner := unpack(a); inner != nil {
-			anys(inner.ProtoReflect(), path, f)
-		}
-		return
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		p := join(path, string(fd.Name()))
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				anys(l.Get(i).Message(), idx(p, i), f)
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			md := fd.Message()
+			if fd.IsMap() {
+				md = fd.MapValue().Message()
 			}
-		case fd.IsMap() && fd.MapValue().Message() != nil:
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				anys(mv.Message(), p+"["+strconv.Quote(k.String())+"]", f)
+			if md == nil || !holdsAny(md) {
 				return true
-			})
-		case fd.Message() != nil && !fd.IsMap() && !fd.IsList():
-			anys(v.Message(), p, f)
-		}
-		return true
-	})
+			}
+			segs = append(segs, seg{kind: 'f', name: string(fd.Name())})
+			switch {
+			case fd.IsList():
+				l := v.List()
+				for i := 0; i < l.Len(); i++ {
+					segs = append(segs, seg{kind: 'i', index: i})
+					walk(l.Get(i).Message())
+					segs = segs[:len(segs)-1]
+				}
+			case fd.IsMap():
+				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+					segs = append(segs, seg{kind: 'k', name: k.String()})
+					walk(mv.Message())
+					segs = segs[:len(segs)-1]
+					return true
+				})
+			default:
+				walk(v.Message())
+			}
+			segs = segs[:len(segs)-1]
+			return true
+		})
+	}
+	walk(m)
 }
+
+// holdsAny reports whether a message of type md can hold a
+// google.protobuf.Any, at any depth; computed once a type.
+func holdsAny(md protoreflect.MessageDescriptor) bool {
+	if v, ok := anyHolders.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	seen := map[protoreflect.FullName]bool{}
+	var reaches func(md protoreflect.MessageDescriptor) bool
+	reaches = func(md protoreflect.MessageDescriptor) bool {
+		if md == nil || seen[md.FullName()] {
+			return false
+		}
+		if md.FullName() == anyFullName {
+			return true
+		}
+		seen[md.FullName()] = true
+		fs := md.Fields()
+		for i := 0; i < fs.Len(); i++ {
+			fd := fs.Get(i)
+			m := fd.Message()
+			if fd.IsMap() {
+				m = fd.MapValue().Message()
+			}
+			if reaches(m) {
+				return true
+			}
+		}
+		return false
+	}
+	h := reaches(md)
+	anyHolders.Store(md.FullName(), h)
+	return h
+}
+
+var anyHolders sync.Map // protoreflect.FullName → bool
 
 // listenings lists the addresses a listener binds: its address and
 // additional addresses, unless it binds no port (bind_to_port false, port

@@ -112,21 +112,36 @@ func (k *Checker) add(f Finding) {
 
 // Add checks a document of the batch and keeps what the checks across
 // resources need of it.
-func (k *Checker) Add(d *resource.Document) {
+func (k *Checker) Add(d *resource.Document) { k.AddPrepared(d, k.Prepare(d)) }
+
+// Prepared is what the checker works out of one document on its own
+// (Prepare), before it adds it to what it knows of the others
+// (AddPrepared).
+type Prepared struct {
+	e        *refs.Entry
+	pos      []refAt
+	findings []Finding
+	listens  []listening
+}
+
+// Prepare works out what the checker needs of one document, alone: its
+// references and where they are written, and the findings of the rules
+// that look at one resource. It may be called for several documents at
+// once.
+func (k *Checker) Prepare(d *resource.Document) *Prepared {
 	v := d.Variant
 	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.Of(d.Message), Loc: d.Location, Batch: true}
-	k.set.Add(e)
+	p := &Prepared{e: e}
 	if len(e.Refs) > 0 {
-		pos := make([]refAt, len(e.Refs))
+		p.pos = make([]refAt, len(e.Refs))
 		for i, r := range e.Refs {
 			at := d.ErrorAt(r.Path, "")
-			pos[i] = refAt{path: at.Path, line: int32(at.Line), col: int32(at.Column)}
+			p.pos[i] = refAt{path: at.Path, line: int32(at.Line), col: int32(at.Column)}
 		}
-		k.refPos[e] = pos
 	}
 	desc := e.Describe()
 	report := func(rule string, sev Severity, path, format string, args ...any) {
-		k.add(Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev})
+		p.findings = append(p.findings, Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev})
 	}
 	rules := envoyRules
 	if k.client == GRPC {
@@ -138,8 +153,22 @@ func (k *Checker) Add(d *resource.Document) {
 		}
 	}
 	if k.client == Envoy {
-		k.listens = append(k.listens, listenings(e, d.Message)...)
+		p.listens = listenings(e, d.Message)
 	}
+	return p
+}
+
+// AddPrepared adds a document Prepare has prepared; documents are added
+// one at a time, in the batch's order.
+func (k *Checker) AddPrepared(d *resource.Document, p *Prepared) {
+	k.set.Add(p.e)
+	if p.pos != nil {
+		k.refPos[p.e] = p.pos
+	}
+	for _, f := range p.findings {
+		k.add(f)
+	}
+	k.listens = append(k.listens, p.listens...)
 }
 
 // refAt is where a reference of a batch entry is written: a

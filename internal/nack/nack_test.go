@@ -108,7 +108,7 @@ func TestRules(t *testing.T) {
 		{"envoy v2 type", Envoy,
 			envoyListener("      http_filters: [{name: router, typed_config: {\"@type\": type.googleapis.com/envoy.config.filter.http.router.v2.Router}}]\n" + rds),
 			envoyListener("      http_filters: [" + router + "]\n" + rds),
-			"envoy/v2-type", "envoy.config.filter.http.router.v2.Router: it is a v2 API type"},
+			"envoy/v2-type", "filter_chains[0].filters[0].typed_config.http_filters[0].typed_config.@type: Envoy rejects envoy.config.filter.http.router.v2.Router: it is a v2 API type"},
 		{"envoy listener address", Envoy,
 			envoyListener(rds) + "---\n" + strings.Replace(envoyListener(rds), "name: l\n", "name: l2\n", 1),
 			envoyListener(rds) + "---\n" + strings.Replace(strings.Replace(envoyListener(rds), "name: l\n", "name: l2\n", 1), "port_value: 80", "port_value: 81", 1),
