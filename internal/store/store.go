@@ -222,6 +222,9 @@ func (p Plan) Empty() bool { return len(p.Puts)+len(p.Deletes) == 0 }
 // Result describes the plan as applied at rev.
 func (p Plan) Result(rev int64) Result {
 	r := Result{Rev: rev}
+	if len(p.Puts) > 0 {
+		r.Puts = make([]resource.Key, 0, len(p.Puts))
+	}
 	for _, v := range p.Puts {
 		r.Puts = append(r.Puts, v.Key())
 	}
