@@ -466,6 +466,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	docs, findings := len(b.batch.Puts), b.findings
 	b.batch.Audit = a.audit(r, "apply")
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
+	gc.storing()
 	res, err := a.o.Store.Apply(r.Context(), b.batch)
 	b = nil // a large batch is the store's (and the server's) now
 	if err != nil {

@@ -6,21 +6,20 @@ import (
 	"sync"
 )
 
-// While applies run, the collector runs when the heap has grown by half
-// since its last cycle (GOGC=50) instead of doubling, and by a quarter
-// (GOGC=25) while one with client checks runs: their index of references
-// is live too. A 150 MB batch is live at about its size while it is
-// stored: with the default, the server took 3.2 times its size in RSS.
-// The cost is more collections during the apply. For 100,000 clusters
-// without checks, GOGC=25 took a tenth longer than 50, and 25 only once
-// the batch went to the store 5 to 10 % longer (the server grew by 1.3 to
-// 1.4 times their size in all three, and a full re-apply of them by 1.7
-// times with 25 in the store's part, 1.9 without); a mesh of 1 KB
-// resources with checks grew the server by 2.2 times its size at 50, 1.9
-// at 25 (BENCHMARKS.md, "Large batches"). A soft memory limit that followed the
-// bytes read held the heap lower still, but made the collector run
-// without pause once an apply with client checks went past it: twice the
-// time.
+// While applies decode their batches, the collector runs when the heap
+// has grown by half since its last cycle (GOGC=50) instead of doubling; by
+// a quarter (GOGC=25) while one with client checks runs (their index of
+// references is live too), and while one is being stored (the store's
+// transaction holds its records and pages until it commits). A 150 MB
+// batch is live at about its size while it is stored: with the default,
+// the server took 3.2 times its size in RSS. GOGC=25 throughout cost
+// 100,000 clusters without checks a fifth more time than 50 while
+// decoding; 50 in the store's part let a full re-apply of them grow the
+// server by 2.05 times their size, and a mesh of 1 KB resources with
+// checks by 2.2 times (BENCHMARKS.md, "Large batches"). A soft memory
+// limit that followed the bytes read held the heap lower still, but made
+// the collector run without pause once an apply with client checks went
+// past it: twice the time.
 //
 // A lower GOGC set for the process is kept; the setting before comes back
 // when the last running apply ends, and the memory a large apply freed is
@@ -39,7 +38,7 @@ var applyMemory memoryBudget
 type memoryBudget struct {
 	mu     sync.Mutex
 	active int
-	low    int   // running applies with client checks
+	low    int   // running applies that want checkGCPercent
 	prev   int   // GOGC before the first running apply began
 	read   int64 // bytes the running applies have read
 }
@@ -65,6 +64,21 @@ func (m *memoryBudget) begin(checks bool) *applyGC {
 	}
 	m.set()
 	return &applyGC{m: m, low: checks}
+}
+
+// storing says the apply has read its batch and gives it to the store:
+// GOGC is checkGCPercent from now on. The decoding, which makes the
+// garbage, is over, and the store's transaction holds its records and
+// pages until it commits; a full re-apply of 100,000 clusters grew the
+// server by 2.05 times its size with GOGC=50 until the end.
+func (a *applyGC) storing() {
+	a.m.mu.Lock()
+	defer a.m.mu.Unlock()
+	if !a.low {
+		a.low = true
+		a.m.low++
+		a.m.set()
+	}
 }
 
 // set sets GOGC for the running applies.

@@ -14,8 +14,9 @@ import (
 )
 
 // While applies run, GOGC is applyGCPercent, or checkGCPercent while one
-// with client checks runs, unless it was lower or off before; the setting
-// before is back when the last apply ends; what they read is counted.
+// with client checks runs or one is being stored, unless it was lower or
+// off before; the setting before is back when the last apply ends; what
+// they read is counted.
 func TestMemoryBudget(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
@@ -42,12 +43,18 @@ func TestMemoryBudget(t *testing.T) {
 			t.Errorf("GOGC %d before: %d with an apply with checks running, want %d", c.prev, got, c.low)
 		}
 		m.grow(5)
+		b.storing()
 		b.end()
 		if got := gogc(); got != c.during {
 			t.Errorf("GOGC %d before: %d with an apply still running, want %d", c.prev, got, c.during)
 		}
 		if m.read != 100005 {
 			t.Errorf("read %d bytes, want 100005", m.read)
+		}
+		a.storing()
+		a.storing() // (once is enough)
+		if got := gogc(); got != c.low {
+			t.Errorf("GOGC %d before: %d with an apply being stored, want %d", c.prev, got, c.low)
 		}
 		a.end()
 		if got := gogc(); got != c.prev {
