@@ -13,13 +13,15 @@ import (
 // transaction holds its records and pages until it commits). A 150 MB
 // batch is live at about its size while it is stored: with the default,
 // the server took 3.2 times its size in RSS. GOGC=25 throughout cost
-// 100,000 clusters without checks a fifth more time than 50 while
-// decoding; 50 in the store's part let a full re-apply of them grow the
-// server by 2.05 times their size, and a mesh of 1 KB resources with
-// checks by 2.2 times (BENCHMARKS.md, "Large batches"). A soft memory
-// limit that followed the bytes read held the heap lower still, but made
-// the collector run without pause once an apply with client checks went
-// past it: twice the time.
+// 100,000 clusters without checks a tenth more time than 50. Keeping 50
+// in the store's part too was 5 to 10 % faster again, but let a full
+// re-apply of them grow the server by 1.9 to 2.05 times their size, and
+// a mesh of 1 KB resources by up to 2.0 times (1.8 with 25 there); with
+// checks at 50, that mesh grew it by 2.2 times (BENCHMARKS.md, "Large
+// batches"; bench/results/large-apply-2026-11-27-gogc50-stored.txt). A
+// soft memory limit that followed the bytes read held the heap lower
+// still, but made the collector run without pause once an apply with
+// client checks went past it: twice the time.
 //
 // A lower GOGC set for the process is kept; the setting before comes back
 // when the last running apply ends, and the memory a large apply freed is
@@ -69,8 +71,7 @@ func (m *memoryBudget) begin(checks bool) *applyGC {
 // storing says the apply has read its batch and gives it to the store:
 // GOGC is checkGCPercent from now on. The decoding, which makes the
 // garbage, is over, and the store's transaction holds its records and
-// pages until it commits; a full re-apply of 100,000 clusters grew the
-// server by 2.05 times its size with GOGC=50 until the end.
+// pages until it commits (see above for what 50 until the end cost).
 func (a *applyGC) storing() {
 	a.m.mu.Lock()
 	defer a.m.mu.Unlock()
