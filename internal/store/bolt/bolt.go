@@ -744,16 +744,19 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		// writer's (the initial map is large enough that the writer
 		// never waits to remap); those of changed ones once it is made.
 		// For a batch of new resources the plan then costs no time.
-		news := slices.Clone(b.Puts)
-		sortPuts(news)
+		// The batch is planned in key order, so that the plan's puts are
+		// in key order too, as staging and the commit want them.
+		b.Puts = slices.Clone(b.Puts)
+		sortPuts(b.Puts)
+		var news []*resource.Variant
 		ahead := make(chan error, 1)
-		go func() {
+		go func(sorted []*resource.Variant) {
 			var err error
-			if news, err = s.newPuts(news); err == nil {
+			if news, err = s.newPuts(sorted); err == nil {
 				err = s.stage(ctx, rev, news)
 			}
 			ahead <- err
-		}()
+		}(b.Puts)
 		err := s.db.View(func(tx *bbolt.Tx) error {
 			var err error
 			p, err = store.MakePlan(txReader{tx.Bucket(bucketRes), tx.Bucket(bucketBody)}, b, rev)
@@ -763,12 +766,16 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			return store.Result{}, s.unstage(rev, errors.Join(err, aerr))
 		}
 		planned, staged = true, len(news) > 0
-		sortPuts(p.Puts) // (for stage, and for the commit below)
+		if !slices.IsSortedFunc(p.Puts, comparePuts) { // (MakePlan keeps a batch's order)
+			sortPuts(p.Puts)
+		}
 		// The plan holds new variants (with their versions) sharing the
 		// batch's payloads: without this, the batch's own 100,000
 		// variants stayed reachable until the commit.
 		b.Puts = nil
-		if rest := notIn(p.Puts, news); len(rest) > 0 {
+		if len(news) == len(p.Puts) {
+			// Every put is new, and staged (news holds keys of puts).
+		} else if rest := notIn(p.Puts, news); len(rest) > 0 {
 			if err := s.stage(ctx, rev, rest); err != nil {
 				return store.Result{}, s.unstage(rev, err)
 			}
@@ -888,9 +895,9 @@ func batchBytes(b store.Batch) int {
 // holding the keys: for 100,000 resources those were 9 MB more at the
 // batch's peak. A key's parts hold no NUL, so comparing them one after
 // the other orders them as the bytes of the keys would.
-func sortPuts(vs []*resource.Variant) {
-	slices.SortFunc(vs, func(a, b *resource.Variant) int { return store.CompareKeys(a.Key(), b.Key()) })
-}
+func sortPuts(vs []*resource.Variant) { slices.SortFunc(vs, comparePuts) }
+
+func comparePuts(a, b *resource.Variant) int { return store.CompareKeys(a.Key(), b.Key()) }
 
 // stageHook, when set (by tests), is called after each transaction of
 // staged bodies.
@@ -935,13 +942,19 @@ func (s *Store) stage(ctx context.Context, rev int64, puts []*resource.Variant) 
 	return nil
 }
 
-// newPuts keeps of puts those whose key the store does not hold.
+// newPuts returns those of puts, in key order, whose key the store does
+// not hold, reading the records beside them in order.
 func (s *Store) newPuts(puts []*resource.Variant) ([]*resource.Variant, error) {
-	news := puts[:0]
+	var news []*resource.Variant
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		res := tx.Bucket(bucketRes)
+		c := tx.Bucket(bucketRes).Cursor()
+		at, _ := c.First()
 		for _, v := range puts {
-			if res.Get(resKey(v.Key())) == nil {
+			k := resKey(v.Key())
+			if at != nil && bytes.Compare(at, k) < 0 {
+				at, _ = c.Seek(k)
+			}
+			if at == nil || !bytes.Equal(at, k) {
 				news = append(news, v)
 			}
 		}
