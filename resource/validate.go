@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsd/xdsd/internal/anyreach"
 )
 
 // FieldError is one validation failure inside a message.
@@ -391,7 +393,7 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 	}
 	visiting[md.FullName()] = true
 	defer delete(visiting, md.FullName())
-	sh := &shape{hasAny: reachesAny(md, map[protoreflect.FullName]bool{}), isAny: md.FullName() == anyName}
+	sh := &shape{hasAny: anyreach.Holds(md), isAny: md.FullName() == anyName}
 	deepest, unbounded, complete := 0, false, true
 	fs := md.Fields()
 	for i := 0; i < fs.Len(); i++ {
@@ -417,7 +419,7 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 			// Part of a cycle whose shape is not known yet: unbounded, and
 			// this shape is only provisional, so it is not kept.
 			complete = false
-			k.hasAny = reachesAny(fieldMessage(fd), map[protoreflect.FullName]bool{})
+			k.hasAny = anyreach.Holds(fieldMessage(fd))
 		}
 		if k.depth >= 0 {
 			k.depth += extra
@@ -465,25 +467,6 @@ func fieldMessage(fd protoreflect.FieldDescriptor) protoreflect.MessageDescripto
 		return fd.MapValue().Message()
 	}
 	return fd.Message()
-}
-
-// reachesAny reports whether a value of type md can hold a
-// google.protobuf.Any, at any depth.
-func reachesAny(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
-	if md == nil || seen[md.FullName()] {
-		return false
-	}
-	if md.FullName() == anyName {
-		return true
-	}
-	seen[md.FullName()] = true
-	fs := md.Fields()
-	for i := 0; i < fs.Len(); i++ {
-		if reachesAny(fieldMessage(fs.Get(i)), seen) {
-			return true
-		}
-	}
-	return false
 }
 
 // checkLevel reports whether a message at nesting level level is within

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsd/xdsd/internal/anyreach"
 	"github.com/xdsd/xdsd/internal/refs"
 )
 
@@ -255,7 +255,7 @@ func anys(m protoreflect.Message, f func(a *anypb.Any, path func() string)) {
 			if fd.IsMap() {
 				md = fd.MapValue().Message()
 			}
-			if md == nil || !holdsAny(md) {
+			if !anyreach.Holds(md) {
 				return true
 			}
 			segs = append(segs, seg{kind: 'f', name: string(fd.Name())})
@@ -283,42 +283,6 @@ func anys(m protoreflect.Message, f func(a *anypb.Any, path func() string)) {
 	}
 	walk(m)
 }
-
-// holdsAny reports whether a message of type md can hold a
-// google.protobuf.Any, at any depth; computed once a type.
-func holdsAny(md protoreflect.MessageDescriptor) bool {
-	if v, ok := anyHolders.Load(md.FullName()); ok {
-		return v.(bool)
-	}
-	seen := map[protoreflect.FullName]bool{}
-	var reaches func(md protoreflect.MessageDescriptor) bool
-	reaches = func(md protoreflect.MessageDescriptor) bool {
-		if md == nil || seen[md.FullName()] {
-			return false
-		}
-		if md.FullName() == anyFullName {
-			return true
-		}
-		seen[md.FullName()] = true
-		fs := md.Fields()
-		for i := 0; i < fs.Len(); i++ {
-			fd := fs.Get(i)
-			m := fd.Message()
-			if fd.IsMap() {
-				m = fd.MapValue().Message()
-			}
-			if reaches(m) {
-				return true
-			}
-		}
-		return false
-	}
-	h := reaches(md)
-	anyHolders.Store(md.FullName(), h)
-	return h
-}
-
-var anyHolders sync.Map // protoreflect.FullName → bool
 
 // listenings lists the addresses a listener binds: its address and
 // additional addresses, unless it binds no port (bind_to_port false, port

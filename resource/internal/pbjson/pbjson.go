@@ -495,22 +495,20 @@ func (e *enc) messageContent(mi *msgInfo, depth int) (int, bool) {
 			e.buf = e.buf[:start]
 		}
 		return start, true
-	case wktStruct:
+	case wktStruct, wktList:
+		// Their one field (a map, a list) is all their content.
+		read := e.mapField
+		if mi.wkt == wktList {
+			read = e.list
+		}
 		start := len(e.buf)
-		if !e.mapField(mi.byNum[1], depth) {
+		if !read(mi.byNum[1], depth) {
 			return 0, false
 		}
 		e.segs = e.segs[:len(e.segs)-1]
 		return start, true
 	case wktValue:
 		return e.value(mi, depth)
-	case wktList:
-		start := len(e.buf)
-		if !e.list(mi.byNum[1], depth) {
-			return 0, false
-		}
-		e.segs = e.segs[:len(e.segs)-1]
-		return start, true
 	}
 	return 0, false
 }
