@@ -902,23 +902,25 @@ func (e *enc) number() ([]byte, bool) {
 	if j < len(e.js) && e.js[j] == '-' {
 		j++
 	}
-	switch {
-	case j < len(e.js) && e.js[j] == '0':
-		j++
-	case j < len(e.js) && e.js[j] >= '1' && e.js[j] <= '9':
-		for j < len(e.js) && e.js[j] >= '0' && e.js[j] <= '9' {
-			j++
-		}
-	default:
-		return nil, false
-	}
-	if j < len(e.js) && e.js[j] == '.' {
-		j++
+	// digits passes the digits from j, if there is one.
+	digits := func(j int) (int, bool) {
 		k := j
 		for j < len(e.js) && e.js[j] >= '0' && e.js[j] <= '9' {
 			j++
 		}
-		if j == k {
+		return j, j > k
+	}
+	ok := true
+	switch {
+	case j < len(e.js) && e.js[j] == '0':
+		j++
+	case j < len(e.js) && e.js[j] >= '1' && e.js[j] <= '9':
+		j, _ = digits(j)
+	default:
+		return nil, false
+	}
+	if j < len(e.js) && e.js[j] == '.' {
+		if j, ok = digits(j + 1); !ok {
 			return nil, false
 		}
 	}
@@ -927,11 +929,7 @@ func (e *enc) number() ([]byte, bool) {
 		if j < len(e.js) && (e.js[j] == '+' || e.js[j] == '-') {
 			j++
 		}
-		k := j
-		for j < len(e.js) && e.js[j] >= '0' && e.js[j] <= '9' {
-			j++
-		}
-		if j == k {
+		if j, ok = digits(j); !ok {
 			return nil, false
 		}
 	}
