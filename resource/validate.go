@@ -52,7 +52,7 @@ func Validate(m proto.Message) []FieldError {
 	if err != nil {
 		return []FieldError{{Msg: err.Error()}}
 	}
-	return validateEncoded(m, b, 1, 0)
+	return validateAuthored(m, b, 1, 0)
 }
 
 // validateAuthored is Validate for a resource being authored, which also
@@ -60,10 +60,6 @@ func Validate(m proto.Message) []FieldError {
 // it cannot). level is the nesting level of m in what is served: 1 for a
 // resource, 2 for an entry of a collection. b is m's encoding.
 func validateAuthored(m proto.Message, b []byte, level, limit int) []FieldError {
-	return validateEncoded(m, b, level, limit)
-}
-
-func validateEncoded(m proto.Message, b []byte, level, limit int) []FieldError {
 	w := walker{limit: limit}
 	w.segs = w.seg0[:0]
 	w.validate(m, b, 0, level)

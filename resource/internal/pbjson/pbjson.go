@@ -1126,8 +1126,8 @@ func (e *enc) stringValue() ([]byte, bool) {
 		case c < ' ':
 			return nil, false
 		case c >= utf8.RuneSelf:
-			r, n := utf8.DecodeRune(e.js[j:])
-			if r == utf8.RuneError && n == 1 {
+			n := runeLen(e.js[j:])
+			if n == 0 {
 				return nil, false
 			}
 			j += n
@@ -1136,6 +1136,15 @@ func (e *enc) stringValue() ([]byte, bool) {
 		j++
 	}
 	return nil, false
+}
+
+// runeLen returns the length of the UTF-8 character b starts with, or 0
+// if it is not valid UTF-8 (protojson refuses such a string).
+func runeLen(b []byte) int {
+	if r, n := utf8.DecodeRune(b); r != utf8.RuneError || n != 1 {
+		return n
+	}
+	return 0
 }
 
 // escaped decodes a string from its first escape at j.
@@ -1150,8 +1159,8 @@ func (e *enc) escaped(j int) ([]byte, bool) {
 		case c < ' ':
 			return nil, false
 		case c >= utf8.RuneSelf:
-			r, n := utf8.DecodeRune(e.js[j:])
-			if r == utf8.RuneError && n == 1 {
+			n := runeLen(e.js[j:])
+			if n == 0 {
 				return nil, false
 			}
 			e.str = append(e.str, e.js[j:j+n]...)
