@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -394,8 +395,20 @@ func (s *stream) setNode(n *corev3.Node) {
 	n.Extensions = nil
 	s.node = n
 	s.nodeParams = NodeParams(n)
-	s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "identity", s.identity, "address", s.addr,
-		"kind", s.kind(), "params", paramsAttr(s.nodeParams))
+	if s.srv.log.Enabled(context.Background(), slog.LevelInfo) {
+		// Formatted on a goroutine of its own, waited for: a handler's
+		// formatting goes deeper than anything else the stream does, and
+		// a stack grown to 16 KiB here would stay that size for the
+		// stream's whole life (the runtime halves a stack only when under
+		// a quarter of it is in use; a waiting stream uses about 4 KiB).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "identity", s.identity, "address", s.addr,
+				"kind", s.kind(), "params", paramsAttr(s.nodeParams))
+		}()
+		<-done
+	}
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {
 			if f == w && !s.delta {
