@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -221,7 +222,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if _, err := checker(*client); err != nil {
 		return err
 	}
-	q := url.Values{"client": {*client}}
+	q := url.Values{"client": {*client}, "list": {strconv.Itoa(maxListed)}}
 	if *force {
 		q.Set("force", "true")
 	}
@@ -255,7 +256,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if !*wait {
 		return nil
 	}
-	if len(res.Changed)+len(res.Deleted) == 0 {
+	if changed, deleted := counts(res); changed+deleted == 0 {
 		fmt.Fprintln(stdout, "nothing changed: no rollout to wait for")
 		return nil
 	}
@@ -308,11 +309,12 @@ func writeParts(mw *multipart.Writer, files []string, named string) error {
 const maxListed = 100
 
 func printResult(w io.Writer, res admin.ApplyResult) {
-	if len(res.Changed)+len(res.Deleted) == 0 {
+	changed, deleted := counts(res)
+	if changed+deleted == 0 {
 		fmt.Fprintf(w, "unchanged at revision %d\n", res.Revision)
 		return
 	}
-	fmt.Fprintf(w, "revision %d: %s changed, %s deleted\n", res.Revision, plural(len(res.Changed), "variant"), plural(len(res.Deleted), "variant"))
+	fmt.Fprintf(w, "revision %d: %s changed, %s deleted\n", res.Revision, plural(changed, "variant"), plural(deleted, "variant"))
 	listed := 0
 	for _, l := range []struct {
 		verb string
@@ -325,9 +327,16 @@ func printResult(w io.Writer, res admin.ApplyResult) {
 			fmt.Fprintf(w, "  %s %s\n", l.verb, k)
 		}
 	}
-	if more := len(res.Changed) + len(res.Deleted) - maxListed; more > 0 {
+	if more := changed + deleted - min(listed, maxListed); more > 0 {
 		fmt.Fprintf(w, "  ... and %d more\n", more)
 	}
+}
+
+// counts are how many variants an answer says changed and were deleted:
+// its counts, which a server before them did not send (it named them
+// all).
+func counts(res admin.ApplyResult) (changed, deleted int) {
+	return max(res.ChangedCount, len(res.Changed)), max(res.DeletedCount, len(res.Deleted))
 }
 
 func runDelete(args []string, stdout, stderr io.Writer) error {
@@ -350,7 +359,7 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	q := url.Values{"type": {typ.URL}, "name": {n}}
+	q := url.Values{"type": {typ.URL}, "name": {n}, "list": {strconv.Itoa(maxListed)}}
 	constrained := false
 	fs.Visit(func(f *flag.Flag) { constrained = constrained || f.Name == "constraints" })
 	if constrained {

@@ -97,6 +97,10 @@ func TestApplyLargeBatch(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("revision 1: %d variants changed", n)) {
 		t.Fatalf("apply: exit %d\n%.300s\n%s", code, out, errOut)
 	}
+	// The answer names 100 of them (?list=100) and counts the rest.
+	if listed := strings.Count(out, "\n  changed "); listed != maxListed || !strings.HasSuffix(out, fmt.Sprintf("\n  ... and %d more\n", n-maxListed)) {
+		t.Errorf("apply listed %d variants, want %d and the rest counted:\n%.300s ... %s", listed, maxListed, out, out[max(0, len(out)-100):])
+	}
 	t.Logf("%d resources, %d bytes: peak live heap %d bytes over the %d before (%.2fx the input)", n, size, peak, base, float64(peak)/float64(size))
 	if peak > 2*size {
 		t.Errorf("the apply held %d bytes at its peak, more than twice its %d-byte input", peak, size)

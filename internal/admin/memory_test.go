@@ -67,7 +67,7 @@ func TestMemoryBudget(t *testing.T) {
 }
 
 // writeApplyResult writes, a key at a time, what writeJSON writes of an
-// ApplyResult.
+// ApplyResult, with every key or the first N of each list.
 func TestWriteApplyResult(t *testing.T) {
 	for _, c := range []struct {
 		r  store.Result
@@ -80,14 +80,20 @@ func TestWriteApplyResult(t *testing.T) {
 		}, Deletes: []resource.Key{{Type: resource.ClusterURL, Name: "gone"}}},
 			[]DocError{{Source: "f.yaml", Line: 3, Message: "route r: cluster c-v2: no such cluster", Warning: true}}},
 	} {
-		got := httptest.NewRecorder()
-		writeApplyResult(got, c.r, c.fs)
-		want := httptest.NewRecorder()
-		out := result(c.r)
-		out.Findings = c.fs
-		writeJSON(want, http.StatusOK, out)
-		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
-			t.Errorf("got\n%s\nwant\n%s", got.Body, want.Body)
+		for _, list := range []int{-1, 0, 1, 5} {
+			got := httptest.NewRecorder()
+			writeApplyResult(got, c.r, c.fs, list)
+			want := httptest.NewRecorder()
+			out := result(c.r)
+			out.Findings = c.fs
+			if list >= 0 {
+				// ?list=N names at most N of each list, and counts them all.
+				out.Changed, out.Deleted = out.Changed[:min(list, len(out.Changed))], out.Deleted[:min(list, len(out.Deleted))]
+			}
+			writeJSON(want, http.StatusOK, out)
+			if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
+				t.Errorf("list %d: got\n%s\nwant\n%s", list, got.Body, want.Body)
+			}
 		}
 	}
 }
