@@ -461,7 +461,15 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	gc := applyMemory.begin(checks)
 	defer gc.end()
 	start := time.Now()
-	b, status, err := a.readBatch(w, r)
+	b := &batch{}
+	apply := a.o.Store.Apply
+	if s, ok := a.o.Store.(store.Stager); ok {
+		// The store writes the batch's payloads while the rest is read.
+		b.stage = s.Stage(r.Context())
+		defer b.stage.Close()
+		apply = b.stage.Apply
+	}
+	status, err := a.readBatch(w, r, b)
 	if err != nil {
 		writeError(w, status, err)
 		return
@@ -474,9 +482,10 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
 	gc.storing()
 	read := time.Since(start)
-	res, err := a.o.Store.Apply(r.Context(), b.batch)
-	stored := time.Since(start) - read
+	batch := b.batch
 	b = nil // a large batch is the store's (and the server's) now
+	res, err := apply(r.Context(), batch)
+	stored := time.Since(start) - read
 	if err != nil {
 		code := http.StatusInternalServerError
 		var be *store.BatchError

@@ -1,14 +1,22 @@
 package admin_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/mem"
 )
 
@@ -42,5 +50,80 @@ func TestApplyJSONIsStrict(t *testing.T) {
 	}
 	if code, body := post("application/yaml", lax); code != http.StatusOK {
 		t.Errorf("the same as YAML: %d %s", code, body)
+	}
+}
+
+// With a bolt store, an apply's payloads are staged while the rest of it
+// is read. A batch refused after some were (a bad document at its end, a
+// body cut short) leaves nothing in the file; one that goes ahead is
+// stored whole.
+func TestApplyStagedAsRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	st, err := bolt.Open(path, bolt.Options{StageBytes: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.Handler(admin.Options{Store: st, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+	docs := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "---\n\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c%03d\nconnect_timeout: 1s\n", i)
+		}
+		return b.String()
+	}
+	post := func(body io.Reader) (int, string) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/v1/apply?source=body", "application/yaml", body)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(strings.NewReader(docs(200) + "---\nname: no type\n")); code != http.StatusBadRequest {
+		t.Errorf("a bad document at the end: %d %s", code, body)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(docs(200)))
+		pw.CloseWithError(errors.New("cut short"))
+	}()
+	if code, body := post(pr); code == http.StatusOK {
+		t.Errorf("a body cut short: %d %s", code, body)
+	}
+	if st.Rev() != 0 {
+		t.Fatalf("applied: revision %d", st.Rev())
+	}
+	if code, body := post(strings.NewReader(docs(200))); code != http.StatusOK || !strings.Contains(body, `"changed_count": 200`) {
+		t.Errorf("the batch: %d %.300s", code, body)
+	}
+	srv.Close()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bolt.Verify(path); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	db, err := bbolt.Open(path, 0o400, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.View(func(tx *bbolt.Tx) error {
+		if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k != nil {
+			t.Errorf("bodies staged for a batch refused are still there (step %x)", k)
+		}
+		return nil
+	})
+	db.Close()
+	st, err = bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cs, err := st.Changes(context.Background(), store.FromStart)
+	if err != nil || cs.Rev != 1 || len(cs.Puts) != 200 {
+		t.Errorf("stored: rev %d, %d variants, %v", cs.Rev, len(cs.Puts), err)
 	}
 }

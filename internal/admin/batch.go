@@ -35,6 +35,9 @@ type batch struct {
 	// decoded, until add takes it.
 	mu       sync.Mutex
 	prepared map[*resource.Document]*nack.Prepared
+	// stage, when the store can, writes the batch's payloads while the
+	// rest of it is read (store.Stager); nil otherwise.
+	stage store.Staging
 }
 
 func (b *batch) prepare(d *resource.Document) {
@@ -46,6 +49,9 @@ func (b *batch) prepare(d *resource.Document) {
 
 func (b *batch) add(d *resource.Document) error {
 	b.batch.Puts = append(b.batch.Puts, d.Variant)
+	if b.stage != nil {
+		b.stage.Add(d.Variant)
+	}
 	b.set.Add(d)
 	if b.check != nil {
 		b.mu.Lock()
@@ -86,20 +92,19 @@ func (b *batch) read(source string, r io.Reader, f resource.Format) error {
 	return err
 }
 
-// readBatch reads the documents of an apply's body. On failure it
-// returns the status to answer with.
-func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, error) {
+// readBatch reads the documents of an apply's body into b. On failure
+// it returns the status to answer with.
+func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, error) {
 	limit := a.o.MaxBatchBytes
 	if limit <= 0 {
 		limit = DefaultMaxBatchBytes
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
-	b := &batch{}
 	q := r.URL.Query()
 	if c := q.Get("client"); c != "" && c != "none" {
 		client, err := nack.ParseClient(c)
 		if err != nil {
-			return nil, http.StatusBadRequest, fmt.Errorf("client=%s: %w", c, err)
+			return http.StatusBadRequest, fmt.Errorf("client=%s: %w", c, err)
 		}
 		b.check = nack.New(client)
 	}
@@ -107,18 +112,18 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, er
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the batch is larger than %d bytes, the server's limit: raise it with xdsd serve --max-batch-bytes; nothing was applied", limit)
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("the batch is larger than %d bytes, the server's limit: raise it with xdsd serve --max-batch-bytes; nothing was applied", limit)
 	case err != nil:
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the batch: %w; nothing was applied", err)
+		return http.StatusBadRequest, fmt.Errorf("reading the batch: %w; nothing was applied", err)
 	}
 	b.errs = append(b.errs, b.set.Errs()...)
 	b.set = resource.SetCheck{} // its index of the batch is not needed any more
 	if len(b.errs) > 0 {
-		return nil, http.StatusBadRequest, b.errs
+		return http.StatusBadRequest, b.errs
 	}
 	if b.check != nil {
 		if err := a.stored.addTo(r.Context(), a.o.Store, b.check); err != nil {
-			return nil, http.StatusInternalServerError, err
+			return http.StatusInternalServerError, err
 		}
 		client := b.check.Client()
 		b.findings, b.check = b.check.Findings(), nil
@@ -129,10 +134,10 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request) (*batch, int, er
 			}
 		}
 		if errs > 0 && q.Get("force") != "true" {
-			return nil, http.StatusBadRequest, &rejected{findings: b.findings, errors: errs, client: client}
+			return http.StatusBadRequest, &rejected{findings: b.findings, errors: errs, client: client}
 		}
 	}
-	return b, 0, nil
+	return 0, nil
 }
 
 // storedSummaries keeps, between applies, what the client checks need of

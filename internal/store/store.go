@@ -48,6 +48,29 @@ type Store interface {
 	Close() error
 }
 
+// Stager is a store that can write a batch's payloads while the batch is
+// still being read, so that its Apply has less left to do (bolt does).
+type Stager interface {
+	// Stage begins a staging; ctx bounds its writing in the background.
+	Stage(ctx context.Context) Staging
+}
+
+// Staging is a batch being staged as it is read. Its methods are called
+// from one goroutine.
+type Staging interface {
+	// Add hands over a put of the batch as it is read; the staging may
+	// write its payload in the background. A small batch is never
+	// written ahead.
+	Add(v *resource.Variant)
+	// Apply is the store's Apply of b, whose puts are the variants added
+	// (in any order, with any Deletes and Meta), helped by what was
+	// staged. What was staged is removed if it fails.
+	Apply(ctx context.Context, b Batch) (Result, error)
+	// Close removes what was staged and not applied: call it when the
+	// batch is not applied, or always (after Apply it does nothing).
+	Close() error
+}
+
 // Batch is one atomic change. The variants Put for a (type, name) replace
 // all of that resource's stored variants: that is how a variant set changes
 // atomically (docs/architecture.md §4.2).

@@ -175,7 +175,7 @@ func Export(ctx context.Context, s store.Store, w io.Writer) (rev int64, err err
 		}
 		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
 		for _, v := range vs {
-			if err := putVariant(res, bodies, resKey(v.Key()), v, rev, false); err != nil {
+			if err := putVariant(res, bodies, resKey(v.Key()), v, u64(uint64(rev)), false); err != nil {
 				return err
 			}
 		}

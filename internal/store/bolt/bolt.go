@@ -282,12 +282,14 @@ func walk(db *bbolt.DB, path string) error {
 				// in progress when a backup was taken, or stopped by a
 				// crash) are left for Open to remove.
 				staged := tx.Bucket(bucketMeta).Get(keyStaged)
+				steps := tx.Bucket(bucketStaging) // (nil in a file made before it)
 				err := bodies.ForEach(func(k, _ []byte) error {
 					if len(k) < 8 {
 						return fmt.Errorf("corrupt body key %q", k)
 					}
 					rk, ref := split(k)
-					if !bytes.Equal(store.BodyRef(res.Get(rk)), ref) && !bytes.Equal(ref, staged) && !kept[string(k)] {
+					if !bytes.Equal(store.BodyRef(res.Get(rk)), ref) && !bytes.Equal(ref, staged) && !kept[string(k)] &&
+						(steps == nil || steps.Get(ref) == nil) {
 						return fmt.Errorf("a body without its record, under %q", k)
 					}
 					return nil
@@ -384,6 +386,9 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketBody); err != nil {
 		return err
 	}
+	if _, err := tx.CreateBucketIfNotExists(bucketStaging); err != nil {
+		return err
+	}
 	switch f := getU64(meta.Get(keyFormat)); {
 	case f == format:
 	case f == 2:
@@ -401,6 +406,11 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 		return fmt.Errorf("unsupported store format %d (this xdsd reads 1 to %d): a newer xdsd wrote it", f, format)
 	}
 	s.rev = int64(getU64(meta.Get(keyRev)))
+	// Steps of batches staged while they were read, which a crash
+	// stopped before their commit (staging.go).
+	if err := dropAbandonedSteps(tx); err != nil {
+		return err
+	}
 	if st := meta.Get(keyStaged); st != nil {
 		// An Apply was stopped (a crash) after staging bodies for a
 		// revision it did not commit.
@@ -444,12 +454,13 @@ func bodyKey(k, ref []byte) []byte {
 	return append(append(make([]byte, 0, len(k)+len(ref)), ref...), k...)
 }
 
-// putVariant stores v under k as revision rev writes it: its body, as it
-// is, in bodies (unless staged there already), and its record in res.
+// putVariant stores v under k: its body, as it is, in bodies under ref
+// (unless staged there already), and its record, which refers to it, in
+// res.
 // bbolt keeps a reference to the bytes until the commit. The body of the
 // variant it replaces stays: the revision's undo record refers to it
 // (putUndo).
-func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, rev int64, staged bool) error {
+func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, ref []byte, staged bool) error {
 	if v.Size() == 0 {
 		// bbolt does not tell an empty value from a missing one: an
 		// empty body stays in its record.
@@ -459,7 +470,6 @@ func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, rev in
 		}
 		return res.Put(k, rec)
 	}
-	ref := u64(uint64(rev))
 	head, err := store.EncodeHead(v, ref)
 	if err != nil {
 		return err
@@ -722,6 +732,12 @@ var errNoChange = errors.New("no change")
 // leaves them under the revision named by keyStaged, and Open removes
 // them.
 func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	return s.apply(ctx, b, nil)
+}
+
+// apply is Apply of b, whose puts pl staged in part while it was read
+// (staging.go), or none (pl nil).
+func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, err
 	}
@@ -737,8 +753,12 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 	var (
 		p               store.Plan
 		planned, staged bool
+		ahead           *stagedAhead // what pl staged, while the batch was read
 	)
-	if s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
+	if pl != nil {
+		ahead = &stagedAhead{at: pl.at, refs: pl.refs}
+	}
+	if pl != nil || s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
 		// The bodies of resources new to the store are staged while the
 		// plan is made, in a read transaction that bbolt runs beside the
 		// writer's (the initial map is large enough that the writer
@@ -746,23 +766,25 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		// For a batch of new resources the plan then costs no time.
 		// The batch is planned in key order, so that the plan's puts are
 		// in key order too, as staging and the commit want them.
+		// A batch staged while it was read has the bodies of its new
+		// resources staged already, but for those new since.
 		b.Puts = slices.Clone(b.Puts)
 		sortPuts(b.Puts)
 		var news []*resource.Variant
-		ahead := make(chan error, 1)
+		done := make(chan error, 1)
 		go func(sorted []*resource.Variant) {
 			var err error
-			if news, err = s.newPuts(sorted); err == nil {
+			if news, err = s.newPuts(ahead.without(sorted)); err == nil {
 				err = s.stage(ctx, rev, news)
 			}
-			ahead <- err
+			done <- err
 		}(b.Puts)
 		err := s.db.View(func(tx *bbolt.Tx) error {
 			var err error
 			p, err = store.MakePlan(txReader{tx.Bucket(bucketRes), tx.Bucket(bucketBody)}, b, rev)
 			return err
 		})
-		if aerr := <-ahead; err != nil || aerr != nil {
+		if aerr := <-done; err != nil || aerr != nil {
 			return store.Result{}, s.unstage(rev, errors.Join(err, aerr))
 		}
 		planned, staged = true, len(news) > 0
@@ -775,7 +797,7 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		b.Puts = nil
 		if len(news) == len(p.Puts) {
 			// Every put is new, and staged (news holds keys of puts).
-		} else if rest := notIn(p.Puts, news); len(rest) > 0 {
+		} else if rest := notIn(ahead.without(p.Puts), news); len(rest) > 0 {
 			if err := s.stage(ctx, rev, rest); err != nil {
 				return store.Result{}, s.unstage(rev, err)
 			}
@@ -796,6 +818,11 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 			return err
 		}
 		if p.Empty() {
+			if ahead != nil {
+				// Staged for resources new then, and put since as the
+				// batch has them.
+				return ahead.commit(tx)
+			}
 			if !metaChanged {
 				return errNoChange
 			}
@@ -821,12 +848,22 @@ func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) 
 		if len(puts) > bulkPuts {
 			res.FillPercent, bodies.FillPercent = 1, 1
 		}
+		ref := u64(uint64(rev))
 		for _, v := range puts {
 			k := v.Key()
-			if err := putVariant(res, bodies, resKey(k), v, rev, staged); err != nil {
+			if at, ok := ahead.take(k); ok {
+				if err := putVariant(res, bodies, resKey(k), v, at, true); err != nil {
+					return err
+				}
+			} else if err := putVariant(res, bodies, resKey(k), v, ref, staged); err != nil {
 				return err
 			}
 			keys = append(keys, k)
+		}
+		if ahead != nil {
+			if err := ahead.commit(tx); err != nil {
+				return err
+			}
 		}
 		lg := tx.Bucket(bucketLog)
 		lg.FillPercent = 1 // (appended to only, as the undo records)

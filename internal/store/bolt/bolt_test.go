@@ -48,6 +48,31 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// stagingStore applies each batch as the admin API does: staged as it
+// is read (bolt.Stage), a variant at a time, then applied.
+type stagingStore struct{ *bolt.Store }
+
+func (s stagingStore) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	st := s.Stage(ctx)
+	defer st.Close()
+	for _, v := range b.Puts {
+		st.Add(v)
+	}
+	return st.Apply(ctx, b)
+}
+
+// The conformance suite again with every batch staged as it is read,
+// each variant's body in a transaction of its own.
+func TestConformanceStagedAhead(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{StageBytes: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stagingStore{s}
+	})
+}
+
 // The conformance suite again with every batch staged: its bodies
 // written in transactions of their own before the one that commits it.
 func TestConformanceStaged(t *testing.T) {
@@ -162,6 +187,10 @@ func TestFileInUse(t *testing.T) {
 // before the one that commits them.
 const crashStagedEnv = "XDSD_BOLT_CRASH_STAGED"
 
+// crashAheadEnv, with crashStagedEnv, makes the crash child stage its
+// batches as they are read (bolt.Stage), as the admin API does.
+const crashAheadEnv = "XDSD_BOLT_CRASH_AHEAD"
+
 // perBatch is the size of the crash child's batches.
 func perBatch() int {
 	if os.Getenv(crashStagedEnv) != "" {
@@ -203,7 +232,12 @@ func crashChild(path string) {
 		// and metadata that must always name the last batch.
 		b.Puts = append(b.Puts, storetest.Route("shared", "", strconv.FormatInt(n, 10)))
 		b.Meta = map[string][]byte{"last": []byte(strconv.FormatInt(n, 10))}
-		r, err := s.Apply(context.Background(), b)
+		var r store.Result
+		if os.Getenv(crashAheadEnv) != "" {
+			r, err = stagingStore{s}.Apply(context.Background(), b)
+		} else {
+			r, err = s.Apply(context.Background(), b)
+		}
 		if err != nil {
 			fmt.Fprintln(w, "error", err)
 			w.Flush()
@@ -227,6 +261,14 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 // (Verify finds a body no record refers to).
 func TestCrashDuringStagedBatches(t *testing.T) {
 	t.Setenv(crashStagedEnv, "1")
+	crashRounds(t, true, []int{1, 4, 9, 17, 26, 40, 3})
+}
+
+// The same for batches staged as they are read (bolt.Stage): killed
+// between two steps, just before the commit and after it.
+func TestCrashDuringBatchesStagedAhead(t *testing.T) {
+	t.Setenv(crashStagedEnv, "1")
+	t.Setenv(crashAheadEnv, "1")
 	crashRounds(t, true, []int{1, 4, 9, 17, 26, 40, 3})
 }
 
@@ -284,7 +326,11 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 			// staged, under the mark that Open removes them by.
 			midStage++
 			rawView(t, path, func(tx *bbolt.Tx) {
-				if tx.Bucket([]byte("meta")).Get([]byte("staged")) == nil {
+				if os.Getenv(crashAheadEnv) != "" {
+					if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k == nil {
+						t.Errorf("round %d: killed while staging ahead, and no step listed", round)
+					}
+				} else if tx.Bucket([]byte("meta")).Get([]byte("staged")) == nil {
 					t.Errorf("round %d: killed while staging, and no staged mark", round)
 				}
 			})
@@ -331,6 +377,11 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 		if _, err := bolt.Verify(path); err != nil {
 			t.Errorf("round %d: %v", round, err)
 		}
+		rawView(t, path, func(tx *bbolt.Tx) {
+			if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k != nil {
+				t.Errorf("round %d: a step staged ahead is still listed after the reopen", round)
+			}
+		})
 		if len(batches) != int(rev) || shared != want {
 			t.Errorf("round %d: %d batches and shared@%s at rev %d", round, len(batches), shared, rev)
 		}
@@ -509,6 +560,107 @@ func TestStagedAheadOfThePlan(t *testing.T) {
 	rawView(t, path, func(tx *bbolt.Tx) {
 		if tx.Bucket([]byte("meta")).Get([]byte("staged")) != nil {
 			t.Error("the failed batch left its staged mark")
+		}
+	})
+	if _, err := bolt.Verify(path); err != nil {
+		t.Errorf("Verify: %v (a staged body left over?)", err)
+	}
+}
+
+// A batch staged as it is read (bolt.Stage) while another apply commits:
+// the bodies of resources new when staged are written ahead; one the
+// other apply then put as the batch has it is unchanged (its staged body
+// is removed), one it put otherwise is changed, with the staged body. A
+// staging closed unapplied, or whose batch the plan refuses, leaves
+// nothing behind.
+func TestStagedAsRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s, err := bolt.Open(path, bolt.Options{StageBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var first store.Batch
+	for i := range 20 {
+		first.Puts = append(first.Puts, storetest.Cluster(fmt.Sprintf("c%02d", i), "", "1"))
+	}
+	if _, err := s.Apply(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	bolt.SetStageHook(func(int) { steps++ })
+	defer bolt.SetStageHook(nil)
+	// c00–c09 unchanged, c10–c19 changed, n00–n19 new.
+	tag := func(name string) string {
+		if name >= "c10" && name < "n" {
+			return "2"
+		}
+		return "1"
+	}
+	var second store.Batch
+	st := s.Stage(ctx)
+	for i := range 20 {
+		for _, n := range []string{fmt.Sprintf("c%02d", i), fmt.Sprintf("n%02d", i)} {
+			v := storetest.Cluster(n, "", tag(n))
+			second.Puts = append(second.Puts, v)
+			st.Add(v)
+		}
+	}
+	// Meanwhile: n00 as the batch has it, n01 otherwise.
+	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("n00", "", "1"), storetest.Cluster("n01", "", "9")}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Apply(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Errorf("Close after Apply: %v", err)
+	}
+	if steps == 0 {
+		t.Error("nothing was staged ahead")
+	}
+	if len(res.Puts) != 29 {
+		t.Errorf("%d puts, want c10–c19 changed, n01 changed and n02–n19 new: %v", len(res.Puts), res.Puts)
+	}
+	for _, v := range second.Puts {
+		vs, err := s.StateAt(ctx, res.Rev, store.Filter{Type: resource.ClusterURL, Name: v.Name})
+		if err != nil || len(vs) != 1 || !vs[0].SameContent(v) {
+			t.Errorf("%s: %v %v, want the batch's", v.Name, vs, err)
+		}
+	}
+
+	// Staged, then closed without an apply.
+	st = s.Stage(ctx)
+	for i := range 20 {
+		st.Add(storetest.Cluster(fmt.Sprintf("x%02d", i), "", "1"))
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Staged, and refused by the plan: a variant given twice.
+	third := store.Batch{Puts: []*resource.Variant{storetest.Cluster("y", "", "1"), storetest.Cluster("y", "", "2")}}
+	for i := range 20 {
+		third.Puts = append(third.Puts, storetest.Cluster(fmt.Sprintf("m%02d", i), "", "1"))
+	}
+	st = s.Stage(ctx)
+	for _, v := range third.Puts {
+		st.Add(v)
+	}
+	var be *store.BatchError
+	if _, err := st.Apply(ctx, third); !errors.As(err, &be) {
+		t.Fatalf("a variant given twice: %v, want a BatchError", err)
+	}
+	st.Close()
+	if s.Rev() != res.Rev {
+		t.Errorf("rev %d after the batches not applied, want %d", s.Rev(), res.Rev)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawView(t, path, func(tx *bbolt.Tx) {
+		if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k != nil {
+			t.Errorf("a step is still listed: %x", k)
 		}
 	})
 	if _, err := bolt.Verify(path); err != nil {

@@ -1,0 +1,314 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// A batch can be staged while it is still being read (store.Stager): the
+// bodies of its resources new to the store are written in the background,
+// a step of about Options.StageBytes at a time, while the rest of the
+// batch is decoded. Apply then has only the records to write.
+//
+// The revision such a batch will commit is not known while it is read (a
+// concurrent Apply may take the next one first), so each step's bodies
+// are keyed by a reference of their own, not by a revision: stageRefBit
+// with a sequence number kept in the file (keyStageSeq), under which the
+// bodies of a step follow those of every earlier step, and every
+// revision's. A record refers to its body by whatever reference keyed it,
+// so a committed batch's records refer to their steps' references. The
+// references of a batch not committed yet are listed in bucketStaging;
+// the commit removes them from the list in the same transaction. A
+// staging abandoned (the read failed, the batch was refused) removes its
+// bodies and references; a crash leaves them listed, and Open removes
+// them.
+
+var (
+	// bucketStaging lists the references of steps staged for batches
+	// not committed yet. Files made before it existed get it on open;
+	// the format is unchanged (a record's reference was always opaque).
+	bucketStaging = []byte("staging")
+	keyStageSeq   = []byte("stageseq")
+)
+
+// stageRefBit marks a reference made by a staging step, apart from the
+// revisions that key the other bodies.
+const stageRefBit = 1 << 63
+
+// stageQueue bounds the steps a reader may hand over ahead of the
+// writer. A step holds references to variants the batch holds anyway.
+const stageQueue = 64
+
+// staging is a batch being staged as it is read.
+type staging struct {
+	s      *Store
+	ctx    context.Context
+	cancel context.CancelFunc
+	step   []*resource.Variant
+	size   int
+	queued bool // a step was handed to the writer
+	steps  chan []*resource.Variant
+	done   chan struct{}
+	once   sync.Once
+	ended  bool // Apply or Close was called
+
+	// The writer's, read once done is closed.
+	err  error
+	refs [][]byte                // the references of the steps written
+	at   map[resource.Key][]byte // the reference of each variant staged
+}
+
+var _ store.Stager = (*Store)(nil)
+
+// Stage implements store.Stager. A store with StageBytes < 0 (one
+// transaction whatever the size) stages nothing ahead.
+func (s *Store) Stage(ctx context.Context) store.Staging {
+	ctx, cancel := context.WithCancel(ctx)
+	return &staging{s: s, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// Add implements store.Staging.
+func (st *staging) Add(v *resource.Variant) {
+	if st.ended || st.s.stageBytes <= 0 {
+		return
+	}
+	st.step = append(st.step, v)
+	st.size += v.Size()
+	if st.size >= st.s.stageBytes {
+		st.handOver()
+	}
+}
+
+// handOver gives the step to the writer, started with the first.
+func (st *staging) handOver() {
+	if !st.queued {
+		st.queued = true
+		st.steps = make(chan []*resource.Variant, stageQueue)
+		st.at = map[resource.Key][]byte{}
+		go st.write()
+	}
+	st.steps <- st.step
+	st.step, st.size = nil, 0
+}
+
+// write writes the steps handed over, each in a transaction, until one
+// fails; it drains the rest.
+func (st *staging) write() {
+	defer close(st.done)
+	for step := range st.steps {
+		if st.err != nil {
+			continue
+		}
+		if st.err = st.ctx.Err(); st.err == nil {
+			st.err = st.writeStep(step)
+		}
+	}
+}
+
+// writeStep writes the bodies of the variants of step whose keys the
+// store does not hold, under a reference of their own, in key order.
+func (st *staging) writeStep(step []*resource.Variant) error {
+	slices.SortFunc(step, comparePuts)
+	var at []resource.Key
+	var ref []byte
+	err := st.s.db.Update(func(tx *bbolt.Tx) error {
+		at = at[:0]
+		meta := tx.Bucket(bucketMeta)
+		seq := getU64(meta.Get(keyStageSeq)) + 1
+		ref = u64(stageRefBit | seq)
+		if err := meta.Put(keyStageSeq, u64(seq)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketStaging).Put(ref, nil); err != nil {
+			return err
+		}
+		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
+		bodies.FillPercent = 1
+		for _, v := range step {
+			if v.Size() == 0 {
+				continue // kept in its record
+			}
+			k := resKey(v.Key())
+			if res.Get(k) != nil {
+				continue // the store's: the plan says if it changes (Apply)
+			}
+			if _, ok := st.at[v.Key()]; ok {
+				continue // given twice: the plan refuses the batch
+			}
+			if err := bodies.Put(bodyKey(k, ref), v.Body()); err != nil {
+				return err
+			}
+			at = append(at, v.Key())
+		}
+		return nil
+	})
+	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
+		return store.ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("staging a batch's bodies: %w", err)
+	}
+	st.refs = append(st.refs, ref)
+	for _, k := range at {
+		st.at[k] = ref
+	}
+	if stageHook != nil {
+		stageHook(len(st.refs) - 1)
+	}
+	return nil
+}
+
+// finish waits for the writer once every step is handed over.
+func (st *staging) finish() error {
+	st.ended = true
+	if !st.queued {
+		return nil
+	}
+	if len(st.step) > 0 {
+		st.handOver()
+	}
+	st.once.Do(func() { close(st.steps) })
+	<-st.done
+	return st.err
+}
+
+// Apply implements store.Staging.
+func (st *staging) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	defer st.cancel()
+	if st.ended {
+		return store.Result{}, errors.New("a staging applied or closed already")
+	}
+	if err := st.finish(); err != nil {
+		return store.Result{}, errors.Join(err, st.drop())
+	}
+	if !st.queued {
+		return st.s.Apply(ctx, b)
+	}
+	res, err := st.s.apply(ctx, b, st)
+	if err != nil {
+		return store.Result{}, errors.Join(err, st.drop())
+	}
+	st.refs, st.at = nil, nil // the commit's now
+	return res, nil
+}
+
+// Close implements store.Staging: what was staged and not applied is
+// removed.
+func (st *staging) Close() error {
+	st.cancel()
+	if st.ended && st.refs == nil {
+		return nil
+	}
+	st.finish()
+	return st.drop()
+}
+
+// drop removes the bodies and references of the steps written.
+func (st *staging) drop() error {
+	refs := st.refs
+	st.refs, st.at = nil, nil
+	if len(refs) == 0 {
+		return nil
+	}
+	err := st.s.db.Update(func(tx *bbolt.Tx) error { return dropSteps(tx, refs) })
+	if err != nil {
+		return fmt.Errorf("removing the bodies staged for a batch not applied (the next open removes them): %w", err)
+	}
+	return nil
+}
+
+// dropSteps removes the bodies of the steps staged under refs, and the
+// references from the list.
+func dropSteps(tx *bbolt.Tx, refs [][]byte) error {
+	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketStaging)
+	for _, ref := range refs {
+		c := bodies.Cursor()
+		for k, _ := c.Seek(ref); k != nil && bytes.HasPrefix(k, ref); k, _ = c.Seek(ref) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		if err := list.Delete(ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropAbandonedSteps removes, on open, the steps of batches a crash
+// stopped before their commit.
+func dropAbandonedSteps(tx *bbolt.Tx) error {
+	var refs [][]byte
+	err := tx.Bucket(bucketStaging).ForEach(func(k, _ []byte) error {
+		refs = append(refs, bytes.Clone(k))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return dropSteps(tx, refs)
+}
+
+// stagedAhead is what the commit of a batch staged ahead needs: the reference
+// of each body staged, taken out as the records refer to them (those left
+// are of variants the batch does not change, and are removed), and the
+// steps' references to take off the list.
+type stagedAhead struct {
+	at   map[resource.Key][]byte
+	refs [][]byte
+}
+
+// commit finishes, in the commit's transaction, what the steps began: the
+// bodies no record took are removed, and the steps are off the list.
+func (sd *stagedAhead) commit(tx *bbolt.Tx) error {
+	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketStaging)
+	for key, ref := range sd.at {
+		if err := bodies.Delete(bodyKey(resKey(key), ref)); err != nil {
+			return err
+		}
+	}
+	for _, ref := range sd.refs {
+		if err := list.Delete(ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// take returns the reference under which the body of the variant under
+// key was staged, if it was, and takes it out (sd may be nil).
+func (sd *stagedAhead) take(key resource.Key) ([]byte, bool) {
+	if sd == nil {
+		return nil, false
+	}
+	ref, ok := sd.at[key]
+	if ok {
+		delete(sd.at, key)
+	}
+	return ref, ok
+}
+
+// without returns the variants of vs whose bodies were not staged (sd
+// may be nil).
+func (sd *stagedAhead) without(vs []*resource.Variant) []*resource.Variant {
+	if sd == nil || len(sd.at) == 0 {
+		return vs
+	}
+	out := make([]*resource.Variant, 0, max(len(vs)-len(sd.at), 0))
+	for _, v := range vs {
+		if _, ok := sd.at[v.Key()]; !ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
