@@ -2,10 +2,12 @@ package resource
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"strings"
 )
 
@@ -235,12 +237,25 @@ func after(line, col int, b []byte) (int, int) {
 		col = 1
 		b = b[bytes.LastIndexByte(b, '\n')+1:]
 	}
+	return line, col + chars(b)
+}
+
+// chars counts the bytes of b that do not continue a UTF-8 sequence: its
+// characters, if it is valid UTF-8. Eight bytes at a time: a continuation
+// byte is 10xxxxxx, and w &^ (w << 1) has bit 7 of a byte set when its
+// bit 7 is and its bit 6 is not.
+func chars(b []byte) int {
+	n := len(b)
+	for ; len(b) >= 8; b = b[8:] {
+		w := binary.LittleEndian.Uint64(b)
+		n -= bits.OnesCount64(w &^ (w << 1) & 0x8080808080808080)
+	}
 	for _, c := range b {
-		if c&0xC0 != 0x80 {
-			col++
+		if c&0xC0 == 0x80 {
+			n--
 		}
 	}
-	return line, col
+	return n
 }
 
 // split calls doc with each document of the source and bad with each

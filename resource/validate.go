@@ -60,11 +60,18 @@ func Validate(m proto.Message) []FieldError {
 // it cannot). level is the nesting level of m in what is served: 1 for a
 // resource, 2 for an entry of a collection. b is m's encoding.
 func validateAuthored(m proto.Message, b []byte, level, limit int) []FieldError {
-	w := walker{limit: limit}
+	w := walkers.Get().(*walker)
+	*w = walker{limit: limit}
 	w.segs = w.seg0[:0]
 	w.validate(m, b, 0, level)
-	return w.out
+	out := w.out
+	w.out, w.segs = nil, nil
+	walkers.Put(w)
+	return out
 }
+
+// walkers are reused: a walker is larger than most documents' findings.
+var walkers = sync.Pool{New: func() any { return new(walker) }}
 
 type allValidator interface{ ValidateAll() error }
 
@@ -180,9 +187,9 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 		return
 	}
 	var counts [16]int // elements seen of each repeated field, for their paths
-	var more []int
-	if len(sh.fields) > len(counts) {
-		more = make([]int, len(sh.fields))
+	seen := counts[:]
+	if sh.lists > len(counts) {
+		seen = make([]int, sh.lists)
 	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -213,10 +220,7 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 		w.push(pathSeg{kind: 'f', name: string(fd.Name())})
 		switch {
 		case fd.IsList():
-			at := &counts[min(i, len(counts)-1)]
-			if more != nil {
-				at = &more[i]
-			}
+			at := &seen[sh.listAt[i]]
 			w.push(pathSeg{kind: 'i', index: *at})
 			*at++
 			w.message(v, c, anys, level+1)
@@ -345,6 +349,10 @@ type shape struct {
 	depth int
 	// isAny: the type is google.protobuf.Any.
 	isAny bool
+	// listAt[i] is the index of fields[i] among the repeated fields, -1
+	// if it is not one; lists is how many there are.
+	listAt []int16
+	lists  int
 	// Of a field's entry in kids: its message type, and that type's
 	// shape once looked up (resolve).
 	msg  protoreflect.MessageDescriptor
@@ -426,7 +434,13 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 		sh.fields = append(sh.fields, fd)
 		sh.kids = append(sh.kids, k)
 	}
+	sh.listAt = make([]int16, len(sh.fields))
 	for i, fd := range sh.fields {
+		sh.listAt[i] = -1
+		if fd.IsList() {
+			sh.listAt[i] = int16(sh.lists)
+			sh.lists++
+		}
 		if n := int(fd.Number()); n < 256 {
 			if n >= len(sh.byNum) {
 				sh.byNum = append(sh.byNum, make([]int16, n+1-len(sh.byNum))...)
