@@ -232,21 +232,14 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	// The files go to the server as they are, one part each, read as they
-	// are sent: the server decodes and checks them, naming each file, and
-	// this process holds none of them.
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() { pw.CloseWithError(writeParts(mw, files, *file)) }()
-	req, err := ac.request(http.MethodPost, "/v1/apply?"+q.Encode(), pr)
+	req, err := applyRequest(ac, q, files, *file)
 	if err != nil {
-		pr.Close()
 		return err
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var res admin.ApplyResult
-	if err := ac.do(uploadClient, req, &res); err != nil {
-		pr.CloseWithError(err) // stops the writer if the server answered early
+	err = ac.do(uploadClient, req, &res)
+	req.Body.Close() // stops the writer if the server answered early
+	if err != nil {
 		return err
 	}
 	for _, f := range res.Findings {
@@ -261,6 +254,50 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return waitRollout(ac, res.Revision, *waitTimeout, stdout)
+}
+
+// applyRequest is the request that sends files to the server as they
+// are, read as they are sent: the server decodes and checks them, naming
+// each file, and this process holds none of them. A single regular file
+// is the body, with its length (the kernel copies it to the socket);
+// several, or a pipe, go one part each of a multipart body.
+func applyRequest(ac *adminClient, q url.Values, files []string, named string) (*http.Request, error) {
+	if len(files) == 1 && files[0] == named && named != "-" {
+		f, err := os.Open(named)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			q.Set("source", named)
+			req, err := ac.request(http.MethodPost, "/v1/apply?"+q.Encode(), f)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			req.ContentLength = fi.Size()
+			if req.ContentLength == 0 {
+				req.Body = http.NoBody
+				f.Close()
+			}
+			ctype := "application/yaml"
+			if resource.FormatOf(named) == resource.JSON {
+				ctype = "application/json"
+			}
+			req.Header.Set("Content-Type", ctype)
+			return req, nil
+		}
+		f.Close()
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() { pw.CloseWithError(writeParts(mw, files, named)) }()
+	req, err := ac.request(http.MethodPost, "/v1/apply?"+q.Encode(), pr)
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	return req, nil
 }
 
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
