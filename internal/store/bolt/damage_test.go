@@ -2,6 +2,7 @@ package bolt_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -59,6 +60,7 @@ func TestDamagedStoreIsRefusedNeverServedAltered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Damage comes in blocks of 4 KiB, whatever the file's page size.
 	const page = 4096
 	// The pages in use: bbolt grows the file ahead of its data, and
 	// damage past the data is harmless. Every page when there are few,
@@ -81,6 +83,14 @@ func TestDamagedStoreIsRefusedNeverServedAltered(t *testing.T) {
 		damage{"not a store", func([]byte) []byte { return []byte(strings.Repeat("hello, not a bolt file\n", 1000)) }},
 		damage{"truncated to half", func(b []byte) []byte { return b[:len(b)/2] }},
 		damage{"truncated mid-page", func(b []byte) []byte { return b[:len(b)-page-100] }},
+		// The newer meta page damaged, with the page size it records:
+		// bbolt would open at the other, a transaction back.
+		damage{"meta page 0 overwritten", func(b []byte) []byte { clear(b[:64]); return b }},
+		damage{"meta page 1 overwritten", func(b []byte) []byte {
+			ps := binary.LittleEndian.Uint32(b[16+8:])
+			clear(b[ps : ps+64])
+			return b
+		}},
 	)
 	for _, p := range damaged {
 		cases = append(cases, damage{fmt.Sprintf("page %d overwritten", p), func(b []byte) []byte {

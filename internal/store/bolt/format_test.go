@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -372,4 +373,45 @@ func TestFormat2FileIsUpgraded(t *testing.T) {
 			t.Errorf("format %d after the upgrade, want 3", binary.BigEndian.Uint64(f))
 		}
 	})
+}
+
+// A new file gets DefaultPageSize; a file made with another page size
+// (4 KiB: every file before DefaultPageSize) keeps it, and reads back as
+// written.
+func TestPageSizeKept(t *testing.T) {
+	pageSize := func(path string) uint32 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint32(b[16+8:]) // page header, magic, version
+	}
+	dir := t.TempDir()
+	for _, made := range []int{0, 4096} {
+		path := filepath.Join(dir, fmt.Sprint(made, ".db"))
+		s, err := bolt.Open(path, bolt.Options{PageSize: made})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Cluster("a", "", "1")}}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		want := uint32(made)
+		if made == 0 {
+			want = bolt.DefaultPageSize
+		}
+		s, err = bolt.Open(path, bolt.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.Changes(context.Background(), store.FromStart)
+		s.Close()
+		if err != nil || len(cs.Puts) != 1 || !cs.Puts[0].SameContent(storetest.Cluster("a", "", "1")) {
+			t.Errorf("made with page size %d: reopened as %v, %v", made, cs.Puts, err)
+		}
+		if got := pageSize(path); got != want {
+			t.Errorf("made with page size %d: the file has %d-byte pages, want %d", made, got, want)
+		}
+	}
 }
