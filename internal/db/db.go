@@ -119,6 +119,13 @@ type entry struct {
 
 func (e *entry) empty() bool { return len(e.variants) == 0 && len(e.subs) == 0 }
 
+func (e *entry) subscribe(s *Subscriber) {
+	if e.subs == nil {
+		e.subs = map[*Subscriber]int{}
+	}
+	e.subs[s]++
+}
+
 // selectVariant picks the variant whose constraints match p. The variants of
 // a resource are mutually exclusive (the store and TP2 require it), so the
 // first match is the only one.
@@ -158,7 +165,7 @@ func (d *DB) table(typeURL string) *table {
 func (t *table) entry(n string) *entry {
 	e := t.entries[n]
 	if e == nil {
-		e = &entry{name: n, subs: map[*Subscriber]int{}}
+		e = &entry{name: n} // (subs made by the first subscriber: most entries of a large state have none yet)
 		t.entries[n] = e
 	}
 	return e
@@ -548,9 +555,9 @@ func (d *DB) Subscribe(s *Subscriber, sub Sub) {
 		t.glob(sub.Name).subs[s]++
 	case VHDS:
 		t.vhdsNS(vhdsRouteConfig(sub.Name)).subs[s]++
-		t.entry(sub.Name).subs[s]++
+		t.entry(sub.Name).subscribe(s)
 	default:
-		t.entry(sub.Name).subs[s]++
+		t.entry(sub.Name).subscribe(s)
 	}
 	interest := first && d.hooks.Interest != nil
 	var turn chan struct{}

@@ -874,7 +874,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 		ref := u64(uint64(rev))
 		for _, v := range puts {
 			k := v.Key()
-			if at, ok := ahead.take(k); ok {
+			if at, ok := ahead.take(v); ok {
 				if err := putVariant(res, bodies, resKey(k), v, at, true); err != nil {
 					return err
 				}

@@ -234,6 +234,7 @@ func crashChild(path string) {
 		b.Meta = map[string][]byte{"last": []byte(strconv.FormatInt(n, 10))}
 		var r store.Result
 		if os.Getenv(crashAheadEnv) != "" {
+			b.Owned = true // (fresh variants, as the admin API's)
 			r, err = stagingStore{s}.Apply(context.Background(), b)
 		} else {
 			r, err = s.Apply(context.Background(), b)
@@ -610,6 +611,7 @@ func TestStagedAsRead(t *testing.T) {
 	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("n00", "", "1"), storetest.Cluster("n01", "", "9")}}); err != nil {
 		t.Fatal(err)
 	}
+	second.Owned = true // as the admin API's: the plan keeps the batch's variants
 	res, err := st.Apply(ctx, second)
 	if err != nil {
 		t.Fatal(err)
@@ -661,6 +663,16 @@ func TestStagedAsRead(t *testing.T) {
 	rawView(t, path, func(tx *bbolt.Tx) {
 		if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k != nil {
 			t.Errorf("a step is still listed: %x", k)
+		}
+		// The records of the new resources refer to the bodies staged
+		// ahead (a step's reference has its top bit set); those of the
+		// changed ones to bodies their revision wrote.
+		for _, name := range []string{"n02", "n19", "c10"} { // (n01: either, as the writer and the other apply raced)
+			rec := tx.Bucket([]byte("resources")).Get(store.ResKey(resource.Key{Type: resource.ClusterURL, Name: name}))
+			ref := store.BodyRef(rec)
+			if ahead := len(ref) == 8 && ref[0]&0x80 != 0; ahead != (name[0] == 'n') {
+				t.Errorf("%s refers to its body by %x: staged ahead %v", name, ref, ahead)
+			}
 		}
 	})
 	if _, err := bolt.Verify(path); err != nil {

@@ -64,8 +64,8 @@ type staging struct {
 
 	// The writer's, read once done is closed.
 	err  error
-	refs [][]byte                // the references of the steps written
-	at   map[resource.Key][]byte // the reference of each variant staged
+	refs [][]byte                     // the references of the steps written
+	at   map[*resource.Variant]uint64 // the reference of each variant staged
 }
 
 var _ store.Stager = (*Store)(nil)
@@ -94,7 +94,7 @@ func (st *staging) handOver() {
 	if !st.queued {
 		st.queued = true
 		st.steps = make(chan []*resource.Variant, stageQueue)
-		st.at = map[resource.Key][]byte{}
+		st.at = map[*resource.Variant]uint64{}
 		go st.write()
 	}
 	st.steps <- st.step
@@ -119,7 +119,7 @@ func (st *staging) write() {
 // store does not hold, under a reference of their own, in key order.
 func (st *staging) writeStep(step []*resource.Variant) error {
 	slices.SortFunc(step, comparePuts)
-	var at []resource.Key
+	var at []*resource.Variant
 	var ref []byte
 	err := st.s.db.Update(func(tx *bbolt.Tx) error {
 		at = at[:0]
@@ -142,13 +142,10 @@ func (st *staging) writeStep(step []*resource.Variant) error {
 			if res.Get(k) != nil {
 				continue // the store's: the plan says if it changes (Apply)
 			}
-			if _, ok := st.at[v.Key()]; ok {
-				continue // given twice: the plan refuses the batch
-			}
 			if err := bodies.Put(bodyKey(k, ref), v.Body()); err != nil {
 				return err
 			}
-			at = append(at, v.Key())
+			at = append(at, v)
 		}
 		return nil
 	})
@@ -159,8 +156,8 @@ func (st *staging) writeStep(step []*resource.Variant) error {
 		return fmt.Errorf("staging a batch's bodies: %w", err)
 	}
 	st.refs = append(st.refs, ref)
-	for _, k := range at {
-		st.at[k] = ref
+	for _, v := range at {
+		st.at[v] = getU64(ref)
 	}
 	if stageHook != nil {
 		stageHook(len(st.refs) - 1)
@@ -259,12 +256,14 @@ func dropAbandonedSteps(tx *bbolt.Tx) error {
 	return dropSteps(tx, refs)
 }
 
-// stagedAhead is what the commit of a batch staged ahead needs: the reference
-// of each body staged, taken out as the records refer to them (those left
-// are of variants the batch does not change, and are removed), and the
-// steps' references to take off the list.
+// stagedAhead is what the commit of a batch staged ahead needs: the
+// reference of each body staged, by variant, taken out as the records
+// refer to them (those left are of variants the batch does not change, or
+// that the plan copied, and are removed), and the steps' references to
+// take off the list. (By variant rather than key: 16 bytes an entry
+// instead of 72, for 100,000 resources while the batch is live.)
 type stagedAhead struct {
-	at   map[resource.Key][]byte
+	at   map[*resource.Variant]uint64
 	refs [][]byte
 }
 
@@ -272,8 +271,8 @@ type stagedAhead struct {
 // bodies no record took are removed, and the steps are off the list.
 func (sd *stagedAhead) commit(tx *bbolt.Tx) error {
 	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketStaging)
-	for key, ref := range sd.at {
-		if err := bodies.Delete(bodyKey(resKey(key), ref)); err != nil {
+	for v, ref := range sd.at {
+		if err := bodies.Delete(bodyKey(resKey(v.Key()), u64(ref))); err != nil {
 			return err
 		}
 	}
@@ -285,17 +284,18 @@ func (sd *stagedAhead) commit(tx *bbolt.Tx) error {
 	return nil
 }
 
-// take returns the reference under which the body of the variant under
-// key was staged, if it was, and takes it out (sd may be nil).
-func (sd *stagedAhead) take(key resource.Key) ([]byte, bool) {
+// take returns the reference under which the body of v was staged, if
+// it was, and takes it out (sd may be nil).
+func (sd *stagedAhead) take(v *resource.Variant) ([]byte, bool) {
 	if sd == nil {
 		return nil, false
 	}
-	ref, ok := sd.at[key]
-	if ok {
-		delete(sd.at, key)
+	ref, ok := sd.at[v]
+	if !ok {
+		return nil, false
 	}
-	return ref, ok
+	delete(sd.at, v)
+	return u64(ref), true
 }
 
 // without returns the variants of vs whose bodies were not staged (sd
@@ -306,7 +306,7 @@ func (sd *stagedAhead) without(vs []*resource.Variant) []*resource.Variant {
 	}
 	out := make([]*resource.Variant, 0, max(len(vs)-len(sd.at), 0))
 	for _, v := range vs {
-		if _, ok := sd.at[v.Key()]; !ok {
+		if _, ok := sd.at[v]; !ok {
 			out = append(out, v)
 		}
 	}
