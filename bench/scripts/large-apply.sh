@@ -25,6 +25,7 @@ for _ in $(seq 100); do curl -sf $admin/readyz >/dev/null && break; sleep 0.1; d
 kib() { awk -v k="$1:" '$1 == k {print $2}' /proc/$spid/status; }
 if [ -n "${BEFORE:-}" ]; then
 	"$xdsd" apply --admin $admin --client none -f "$BEFORE" >/dev/null || exit 1
+	sleep 3 # until the memory the first apply freed is returned (in the background)
 fi
 before=$(kib VmRSS) anonbefore=$(kib RssAnon)
 

@@ -16,7 +16,8 @@ import (
 )
 
 // A batch can be staged while it is still being read (store.Stager): the
-// bodies of its resources new to the store are written in the background,
+// bodies of its resources new to the store, or whose payloads differ from
+// the stored ones, are written in the background,
 // a step of about Options.StageBytes at a time, while the rest of the
 // batch is decoded. Apply then has only the records to write.
 //
@@ -121,8 +122,9 @@ func (st *staging) write() {
 	}
 }
 
-// writeStep writes the bodies of the variants of step whose keys the
-// store does not hold, under a reference of their own, in key order.
+// writeStep writes the bodies of the variants of step that the store
+// does not hold as they are, under a reference of their own, in key
+// order.
 func (st *staging) writeStep(step []*resource.Variant) error {
 	slices.SortFunc(step, comparePuts)
 	var at []*resource.Variant
@@ -145,8 +147,14 @@ func (st *staging) writeStep(step []*resource.Variant) error {
 				continue // kept in its record
 			}
 			k := resKey(v.Key())
-			if res.Get(k) != nil {
-				continue // the store's: the plan says if it changes (Apply)
+			if rec := res.Get(k); rec != nil {
+				// Stored: staged if its payload differs (the plan says
+				// whether it changes; a payload staged for nothing is
+				// removed by the commit).
+				_, body, err := store.PeekHead(v.Key(), rec, func(ref []byte) []byte { return bodies.Get(bodyKey(k, ref)) })
+				if err == nil && bytes.Equal(body, v.Body()) {
+					continue
+				}
 			}
 			if err := bodies.Put(bodyKey(k, ref), v.Body()); err != nil {
 				return err
