@@ -3,7 +3,6 @@ package resource
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,7 +226,7 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 			w.pop()
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			// A map entry is a message of its own, holding the value.
-			key, val := mapEntry(v, fd)
+			key, val := anyreach.MapEntry(v, fd)
 			w.push(pathSeg{kind: 'k', name: key})
 			w.message(val, c, anys, level+2)
 			w.pop()
@@ -238,99 +237,6 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 		}
 		w.pop()
 	}
-}
-
-// mapEntry returns the key of a map entry's encoding, spelled as
-// protoreflect.MapKey.String does, and its value's encoding.
-func mapEntry(b []byte, fd protoreflect.FieldDescriptor) (key string, val []byte) {
-	var k protoreflect.Value
-	switch fd.MapKey().Kind() {
-	case protoreflect.StringKind:
-		k = protoreflect.ValueOfString("")
-	case protoreflect.BoolKind:
-		k = protoreflect.ValueOfBool(false)
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		k = protoreflect.ValueOfInt32(0)
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		k = protoreflect.ValueOfInt64(0)
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		k = protoreflect.ValueOfUint32(0)
-	default:
-		k = protoreflect.ValueOfUint64(0)
-	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			break
-		}
-		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			break
-		}
-		field := b[:m]
-		b = b[m:]
-		switch num {
-		case 1:
-			k = mapKeyOf(fd.MapKey().Kind(), typ, field, k)
-		case 2:
-			if v, n := protowire.ConsumeBytes(field); n >= 0 && typ == protowire.BytesType {
-				val = v
-			}
-		}
-	}
-	return k.MapKey().String(), val
-}
-
-// mapKeyOf decodes a map key of kind k from its encoded value, or keeps
-// def if it does not decode.
-func mapKeyOf(k protoreflect.Kind, typ protowire.Type, b []byte, def protoreflect.Value) protoreflect.Value {
-	switch typ {
-	case protowire.BytesType:
-		if v, n := protowire.ConsumeBytes(b); n >= 0 && k == protoreflect.StringKind {
-			return protoreflect.ValueOfString(string(v))
-		}
-	case protowire.VarintType:
-		v, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return def
-		}
-		switch k {
-		case protoreflect.BoolKind:
-			return protoreflect.ValueOfBool(protowire.DecodeBool(v))
-		case protoreflect.Int32Kind:
-			return protoreflect.ValueOfInt32(int32(v))
-		case protoreflect.Sint32Kind:
-			return protoreflect.ValueOfInt32(int32(protowire.DecodeZigZag(v & math.MaxUint32)))
-		case protoreflect.Int64Kind:
-			return protoreflect.ValueOfInt64(int64(v))
-		case protoreflect.Sint64Kind:
-			return protoreflect.ValueOfInt64(protowire.DecodeZigZag(v))
-		case protoreflect.Uint32Kind:
-			return protoreflect.ValueOfUint32(uint32(v))
-		case protoreflect.Uint64Kind:
-			return protoreflect.ValueOfUint64(v)
-		}
-	case protowire.Fixed32Type:
-		v, n := protowire.ConsumeFixed32(b)
-		if n < 0 {
-			return def
-		}
-		if k == protoreflect.Sfixed32Kind {
-			return protoreflect.ValueOfInt32(int32(v))
-		}
-		return protoreflect.ValueOfUint32(v)
-	case protowire.Fixed64Type:
-		v, n := protowire.ConsumeFixed64(b)
-		if n < 0 {
-			return def
-		}
-		if k == protoreflect.Sfixed64Kind {
-			return protoreflect.ValueOfInt64(int64(v))
-		}
-		return protoreflect.ValueOfUint64(v)
-	}
-	return def
 }
 
 // shape is what the walker needs to know of a message type: its fields
@@ -504,28 +410,9 @@ func (w *walker) message(b []byte, kid *shape, anys, level int) {
 		w.fields(b, sh, anys, level)
 		return
 	}
-	var url string
-	var value []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return
-		}
-		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return
-		}
-		if typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[:m])
-			switch num {
-			case 1:
-				url = string(v)
-			case 2:
-				value = v
-			}
-		}
-		b = b[m:]
+	url, value, ok := anyreach.AnyFields(b)
+	if !ok {
+		return
 	}
 	// As anypb.UnmarshalNew. An Any this binary cannot decode is passed
 	// through unchecked; the authoring decoder has already rejected

@@ -151,6 +151,9 @@ func (k *Checker) Prepare(d *resource.Document) *Prepared {
 		for _, r := range rules {
 			r(v.Type.URL, d.Message, report)
 		}
+		if k.client == Envoy {
+			envoyV2Types(d.Message, v.Body(), report)
+		}
 	}
 	if k.client == Envoy {
 		p.listens = listenings(e, d.Message)
