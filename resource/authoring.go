@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource/internal/pbjson"
@@ -33,7 +34,20 @@ type Document struct {
 	Raw json.RawMessage
 
 	text    *docText
-	resPath string // where the payload is in the document: "" or "resource"
+	resPath string       // where the payload is in the document: "" or "resource"
+	anys    *decodedAnys // the Any values validation decoded
+}
+
+// AnyMessage returns the contents of a, a google.protobuf.Any inside
+// d.Message, decoded: the message the validation of the document decoded
+// when it can (shared: read it, do not change it), else decoded now.
+func (d *Document) AnyMessage(a *anypb.Any) (proto.Message, error) {
+	if d.anys != nil {
+		if m := d.anys.find(a.GetTypeUrl(), a.GetValue()); m != nil {
+			return m, nil
+		}
+	}
+	return anypb.UnmarshalNew(a, proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes})
 }
 
 // ErrorAt is an error about a field of the payload (a path from the
@@ -299,6 +313,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		}
 	}
 
+	var anys *decodedAnys
 	if body == nil { // a collection's entries were validated one by one
 		// The walk of the validation reads the encoding, which the fast
 		// path made.
@@ -315,7 +330,9 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 		if 3*deepest+3 <= MaxNesting {
 			limit = 0
 		}
-		for _, fe := range validateAuthored(msg, fast, 1, limit) {
+		var fes []FieldError
+		fes, anys = validateKeeping(msg, fast, 1, limit, true)
+		for _, fe := range fes {
 			errs = append(errs, t.errPath(joinPath(resPath, fe.Path), "%s", fe.Msg))
 		}
 	}
@@ -333,7 +350,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 	v := NewVariant(typ, canon, cons, "", payloadURL, body)
 	v.DoNotCache = dnc
 	v.TTL = ttl
-	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js, text: t, resPath: resPath}, nil
+	return &Document{Location: t.loc, Variant: v, Message: msg, Raw: js, text: t, resPath: resPath, anys: anys}, nil
 }
 
 // protojsonOnly turns the fast path off, for tests that compare it with

@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -59,14 +60,46 @@ func Validate(m proto.Message) []FieldError {
 // it cannot). level is the nesting level of m in what is served: 1 for a
 // resource, 2 for an entry of a collection. b is m's encoding.
 func validateAuthored(m proto.Message, b []byte, level, limit int) []FieldError {
+	out, _ := validateKeeping(m, b, level, limit, false)
+	return out
+}
+
+// validateKeeping is validateAuthored, which also returns, if keep, the
+// contents of the Any values it decoded.
+func validateKeeping(m proto.Message, b []byte, level, limit int, keep bool) ([]FieldError, *decodedAnys) {
 	w := walkers.Get().(*walker)
 	*w = walker{limit: limit}
+	if keep {
+		w.anys = &decodedAnys{}
+	}
 	w.segs = w.seg0[:0]
 	w.validate(m, b, 0, level)
-	out := w.out
-	w.out, w.segs = nil, nil
+	out, anys := w.out, w.anys
+	w.out, w.segs, w.anys = nil, nil, nil
 	walkers.Put(w)
-	return out
+	return out, anys
+}
+
+// decodedAnys are the contents of the Any values of a document, decoded
+// once (for their validation) and shared with what reads the document
+// next (Document.AnyMessage), by the bytes they were decoded from.
+type decodedAnys struct {
+	list []decodedAny
+}
+
+type decodedAny struct {
+	url   string
+	value []byte
+	m     proto.Message
+}
+
+func (d *decodedAnys) find(url string, value []byte) proto.Message {
+	for _, a := range d.list {
+		if a.url == url && bytes.Equal(a.value, value) {
+			return a.m
+		}
+	}
+	return nil
 }
 
 // walkers are reused: a walker is larger than most documents' findings.
@@ -91,8 +124,9 @@ type pathSeg struct {
 type walker struct {
 	out     []FieldError
 	segs    []pathSeg
-	limit   int  // MaxNesting, or 0 for no limit
-	tooDeep bool // the limit was reported: once is enough
+	limit   int          // MaxNesting, or 0 for no limit
+	tooDeep bool         // the limit was reported: once is enough
+	anys    *decodedAnys // the Any values decoded, when kept
 	seg0    [16]pathSeg
 }
 
@@ -425,7 +459,15 @@ func (w *walker) message(b []byte, kid *shape, anys, level int) {
 	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(value, inner); err != nil {
 		return
 	}
+	if w.anys != nil && len(w.anys.list) < maxKeptAnys {
+		w.anys.list = append(w.anys.list, decodedAny{url: url, value: value, m: inner})
+	}
 	// A client decodes an Any's contents on their own: their levels count
 	// from 1.
 	w.validate(inner, value, anys+1, 1)
 }
+
+// maxKeptAnys bounds the Any values a document keeps decoded (they are
+// looked up one by one): past it, the rest are decoded again when asked
+// for.
+const maxKeptAnys = 16

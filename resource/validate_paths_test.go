@@ -6,6 +6,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/resource"
@@ -55,5 +56,43 @@ func TestValidatePathsCountEachList(t *testing.T) {
 		if !found {
 			t.Errorf("findings at %s, want one at %s", strings.Join(paths, ", "), want)
 		}
+	}
+}
+
+// AnyMessage gives the contents of an Any of a document as validation
+// decoded them (the same message each time), and decodes any other.
+func TestDocumentAnyMessage(t *testing.T) {
+	docs, err := resource.Decode("l.yaml", []byte(`"@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: l
+address: {socket_address: {address: 0.0.0.0, port_value: 80}}
+filter_chains:
+- filters:
+  - name: hcm
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: in
+      rds: {route_config_name: r, config_source: {ads: {}}}
+      http_filters: [{name: router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := docs[0]
+	a := d.Message.(*listenerv3.Listener).GetFilterChains()[0].GetFilters()[0].GetTypedConfig()
+	m1, err := d.AnyMessage(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := d.AnyMessage(a)
+	want, _ := a.UnmarshalNew()
+	if m1 != m2 || !proto.Equal(m1, want) {
+		t.Errorf("AnyMessage: %v and %v, want the same message, equal to %v", m1, m2, want)
+	}
+	other, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := d.AnyMessage(other); err != nil || m.(*hcmv3.HttpConnectionManager).GetStatPrefix() != "other" {
+		t.Errorf("an Any not in the document: %v %v", m, err)
 	}
 }

@@ -130,7 +130,7 @@ type Prepared struct {
 // once.
 func (k *Checker) Prepare(d *resource.Document) *Prepared {
 	v := d.Variant
-	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.Of(d.Message), Loc: d.Location, Batch: true}
+	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.OfDecoding(d.Message, d.AnyMessage), Loc: d.Location, Batch: true}
 	p := &Prepared{e: e}
 	if len(e.Refs) > 0 {
 		p.pos = make([]refAt, len(e.Refs))

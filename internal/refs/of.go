@@ -43,16 +43,22 @@ type Ref struct {
 // Of lists the references a resource's payload makes that a client
 // follows over ADS, in the order they appear. The contents of
 // google.protobuf.Any values (typed_config) are looked into.
-func Of(m proto.Message) []Ref {
+func Of(m proto.Message) []Ref { return OfDecoding(m, nil) }
+
+// OfDecoding is Of, with the contents of each Any value decoded by
+// unpack (nil: anypb.UnmarshalNew), such as resource.Document.AnyMessage,
+// which has them decoded already.
+func OfDecoding(m proto.Message, unpack func(*anypb.Any) (proto.Message, error)) []Ref {
 	if m == nil {
 		return nil
 	}
-	w := walker{}
+	w := walker{unpack: unpack}
 	w.message(m.ProtoReflect(), true)
 	return w.out
 }
 
 type walker struct {
+	unpack func(*anypb.Any) (proto.Message, error)
 	out    []Ref
 	segs   []string
 	strict bool // inside a route configuration that validates its clusters
@@ -184,7 +190,13 @@ func (w *walker) message(m protoreflect.Message, top bool) {
 		}
 		return
 	case *anypb.Any:
-		if inner, err := anypb.UnmarshalNew(x, proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}); err == nil {
+		unpack := w.unpack
+		if unpack == nil {
+			unpack = func(a *anypb.Any) (proto.Message, error) {
+				return anypb.UnmarshalNew(a, proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes})
+			}
+		}
+		if inner, err := unpack(x); err == nil {
 			w.message(inner.ProtoReflect(), false)
 		}
 		return
