@@ -224,31 +224,14 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 	if sh.lists > len(counts) {
 		seen = make([]int, sh.lists)
 	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return
-		}
-		b = b[n:]
+	anyreach.BytesFields(b, func(num protowire.Number, v []byte) {
 		i := sh.index(num)
 		if i < 0 {
-			continue
+			return
 		}
 		fd, c := sh.fields[i], sh.kids[i]
 		if !c.hasAny && (w.limit == 0 || c.depth >= 0 && level+c.depth <= w.limit) {
-			continue
+			return
 		}
 		w.push(pathSeg{kind: 'f', name: string(fd.Name())})
 		switch {
@@ -270,7 +253,7 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 			w.message(v, c, anys, level+1)
 		}
 		w.pop()
-	}
+	})
 }
 
 // shape is what the walker needs to know of a message type: its fields

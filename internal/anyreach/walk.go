@@ -101,34 +101,17 @@ func (w *anyWalker) message(b []byte, md protoreflect.MessageDescriptor, depth i
 		num protowire.Number
 		n   int
 	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return
-		}
-		b = b[n:]
+	BytesFields(b, func(num protowire.Number, v []byte) {
 		fd := fields.ByNumber(num)
 		if fd == nil {
-			continue
+			return
 		}
 		kid := fd.Message()
 		if fd.IsMap() {
 			kid = fd.MapValue().Message()
 		}
 		if !Holds(kid) {
-			continue
+			return
 		}
 		w.segs = append(w.segs, pathSeg{kind: 'f', name: string(fd.Name())})
 		switch {
@@ -156,6 +139,32 @@ func (w *anyWalker) message(b []byte, md protoreflect.MessageDescriptor, depth i
 			w.message(v, kid, depth+1)
 		}
 		w.segs = w.segs[:len(w.segs)-1]
+	})
+}
+
+// BytesFields calls f with the number and contents of each
+// length-delimited field of the encoding b (messages, strings, bytes,
+// packed lists), in order, until b ends or does not parse.
+func BytesFields(b []byte, f func(num protowire.Number, v []byte)) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		if typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		f(num, v)
 	}
 }
 

@@ -498,24 +498,32 @@ func TestBackupIsConsistent(t *testing.T) {
 	<-done
 }
 
-// A staged batch stages the bodies of new resources while its plan is
-// made, and those of changed ones after: a batch of new, changed and
-// unchanged resources is stored as it says, with no body left over; a
-// batch whose plan fails leaves nothing staged.
-func TestStagedAheadOfThePlan(t *testing.T) {
+// stagedStore opens a store that stages batches over 100 bytes, holding
+// clusters c00… (n of them, at version "1").
+func stagedStore(t *testing.T, n int) (string, *bolt.Store) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "xdsd.db")
 	s, err := bolt.Open(path, bolt.Options{StageBytes: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	var first store.Batch
-	for i := range 40 {
+	for i := range n {
 		first.Puts = append(first.Puts, storetest.Cluster(fmt.Sprintf("c%02d", i), "", "1"))
 	}
-	if _, err := s.Apply(ctx, first); err != nil {
+	if _, err := s.Apply(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
+	return path, s
+}
+
+// A staged batch stages the bodies of new resources while its plan is
+// made, and those of changed ones after: a batch of new, changed and
+// unchanged resources is stored as it says, with no body left over; a
+// batch whose plan fails leaves nothing staged.
+func TestStagedAheadOfThePlan(t *testing.T) {
+	path, s := stagedStore(t, 40)
+	ctx := context.Background()
 	// c00–c19 unchanged, c20–c39 changed, n00–n19 new.
 	var second store.Batch
 	for i := range 40 {
@@ -576,19 +584,8 @@ func TestStagedAheadOfThePlan(t *testing.T) {
 // staging closed unapplied, or whose batch the plan refuses, leaves
 // nothing behind.
 func TestStagedAsRead(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "xdsd.db")
-	s, err := bolt.Open(path, bolt.Options{StageBytes: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := stagedStore(t, 20)
 	ctx := context.Background()
-	var first store.Batch
-	for i := range 20 {
-		first.Puts = append(first.Puts, storetest.Cluster(fmt.Sprintf("c%02d", i), "", "1"))
-	}
-	if _, err := s.Apply(ctx, first); err != nil {
-		t.Fatal(err)
-	}
 	steps := 0
 	bolt.SetStageHook(func(int) { steps++ })
 	defer bolt.SetStageHook(nil)
