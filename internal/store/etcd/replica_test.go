@@ -212,7 +212,9 @@ func TestConcurrentReplicas(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	old := etcd.ProbeInterval
 	etcd.ProbeInterval = 100 * time.Millisecond
-	defer func() { etcd.ProbeInterval = old }()
+	// Restored by a cleanup registered before the stores' own, so that
+	// it runs after they are closed: their probes read it until then.
+	t.Cleanup(func() { etcd.ProbeInterval = old })
 	c := etcdtest.Start(t, 1)
 	p := freshPrefix()
 	mk := func() *etcd.Store {
