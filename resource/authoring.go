@@ -40,7 +40,8 @@ type Document struct {
 
 // AnyMessage returns the contents of a, a google.protobuf.Any inside
 // d.Message, decoded: the message the validation of the document decoded
-// when it can (shared: read it, do not change it), else decoded now.
+// when it kept it (documents DecodeReaderPrepared hands to its prepare
+// function; shared: read it, do not change it), else decoded now.
 func (d *Document) AnyMessage(a *anypb.Any) (proto.Message, error) {
 	if d.anys != nil {
 		if m := d.anys.find(a.GetTypeUrl(), a.GetValue()); m != nil {
@@ -78,7 +79,11 @@ func find(ms []member, k string) (member, bool) {
 }
 
 // decodeDoc decodes and validates one document.
-func decodeDoc(t *docText) (*Document, ErrorList) {
+//
+// With keepAnys, the document keeps the contents of the Any values its
+// validation decoded, for AnyMessage (the client checks read them:
+// DecodeReaderPrepared).
+func decodeDoc(t *docText, keepAnys bool) (*Document, ErrorList) {
 	js := t.js
 	// A bare resource is read by the fast path whole, if it takes it: it
 	// is then known to be valid JSON with no repeated key.
@@ -331,7 +336,7 @@ func decodeDoc(t *docText) (*Document, ErrorList) {
 			limit = 0
 		}
 		var fes []FieldError
-		fes, anys = validateKeeping(msg, fast, 1, limit, true)
+		fes, anys = validateKeeping(msg, fast, 1, limit, keepAnys)
 		for _, fe := range fes {
 			errs = append(errs, t.errPath(joinPath(resPath, fe.Path), "%s", fe.Msg))
 		}

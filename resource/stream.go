@@ -155,7 +155,7 @@ type job struct {
 
 func (st *stream) work(j *job) {
 	keep := func(t *docText) {
-		d, errs := decodeDoc(t)
+		d, errs := decodeDoc(t, st.prepare != nil)
 		if d != nil {
 			if st.prepare != nil {
 				st.prepare(d)

@@ -59,10 +59,11 @@ func TestValidatePathsCountEachList(t *testing.T) {
 	}
 }
 
-// AnyMessage gives the contents of an Any of a document as validation
-// decoded them (the same message each time), and decodes any other.
+// AnyMessage gives the contents of an Any of a document handed to a
+// prepare function as validation decoded them (the same message each
+// time), and decodes any other, and those of documents decoded without.
 func TestDocumentAnyMessage(t *testing.T) {
-	docs, err := resource.Decode("l.yaml", []byte(`"@type": type.googleapis.com/envoy.config.listener.v3.Listener
+	const src = `"@type": type.googleapis.com/envoy.config.listener.v3.Listener
 name: l
 address: {socket_address: {address: 0.0.0.0, port_value: 80}}
 filter_chains:
@@ -73,11 +74,13 @@ filter_chains:
       stat_prefix: in
       rds: {route_config_name: r, config_source: {ads: {}}}
       http_filters: [{name: router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
-`))
+`
+	var d *resource.Document
+	err := resource.DecodeReaderPrepared("l.yaml", strings.NewReader(src), resource.Auto, func(*resource.Document) {},
+		func(doc *resource.Document) error { d = doc; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := docs[0]
 	a := d.Message.(*listenerv3.Listener).GetFilterChains()[0].GetFilters()[0].GetTypedConfig()
 	m1, err := d.AnyMessage(a)
 	if err != nil {
@@ -87,6 +90,14 @@ filter_chains:
 	want, _ := a.UnmarshalNew()
 	if m1 != m2 || !proto.Equal(m1, want) {
 		t.Errorf("AnyMessage: %v and %v, want the same message, equal to %v", m1, m2, want)
+	}
+	docs, err := resource.Decode("l.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = docs[0].Message.(*listenerv3.Listener).GetFilterChains()[0].GetFilters()[0].GetTypedConfig()
+	if m, err := docs[0].AnyMessage(a); err != nil || !proto.Equal(m, want) {
+		t.Errorf("AnyMessage of a document decoded without prepare: %v %v", m, err)
 	}
 	other, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "other"})
 	if err != nil {
