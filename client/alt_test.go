@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -67,7 +67,7 @@ func TestAltFromTheStartReturnsToThePrimary(t *testing.T) {
 // onprem holds alt ("from-alt").
 type altWatch struct {
 	c             *client.Client
-	cloud, onprem *servertest.Origin
+	cloud, onprem *testorigin.Origin
 	primary, alt  string
 	r             *recorder
 }
@@ -76,7 +76,7 @@ type altWatch struct {
 // is stopped before the watch. The watch ends with the test.
 func watchWithAlt(t *testing.T, sotw, down bool) *altWatch {
 	t.Helper()
-	w := &altWatch{onprem: servertest.Start(t), cloud: servertest.Start(t), r: newRecorder(t),
+	w := &altWatch{onprem: testorigin.Start(t), cloud: testorigin.Start(t), r: newRecorder(t),
 		alt: "xdstp://onprem/envoy.config.cluster.v3.Cluster/x", primary: "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"}
 	w.onprem.Apply(cluster(w.alt, "from-alt"))
 	w.cloud.Apply(cluster(w.primary, "P1"))
@@ -103,7 +103,7 @@ func (w *altWatch) settled(t *testing.T) settled {
 // #alt= on a glob is not served (failover of a glob is not defined): it
 // is refused rather than silently ignored.
 func TestAltOnGlobRefused(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil, "b": nil}}.build(t), client.Options{})
 	_, err := c.Watch(t.Context(), resource.ListenerURL, lis+"g/*#alt=xdstp://b/envoy.config.listener.v3.Listener/g/*", func(client.Event) {})
 	if err == nil {
@@ -115,7 +115,7 @@ func TestAltOnGlobRefused(t *testing.T) {
 // and returns to the primary when it is back; cancelled while on the
 // fallback, it leaves no subscription at the alt's server.
 func TestAltUnreachableAndCancelOnFallback(t *testing.T) {
-	onprem, cloud := servertest.Start(t), servertest.Start(t)
+	onprem, cloud := testorigin.Start(t), testorigin.Start(t)
 	alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
 	primary := "xdstp://cloud/envoy.config.cluster.v3.Cluster/x"
 	onprem.Apply(cluster(alt, "from-alt"))
@@ -152,7 +152,7 @@ func TestAltUnreachableAndCancelOnFallback(t *testing.T) {
 // alt URL is fetched instead; the client returns to the primary when it is
 // back.
 func TestAltFailoverAndReturn(t *testing.T) {
-	onprem := servertest.Start(t)
+	onprem := testorigin.Start(t)
 	alt := "xdstp://onprem/envoy.config.cluster.v3.Cluster/x"
 	onprem.Apply(cluster(alt, "from-alt"))
 	cloudAddr := freeAddr(t)
@@ -167,7 +167,7 @@ func TestAltFailoverAndReturn(t *testing.T) {
 	if len(e.Via) != 1 || e.Via[0] != alt {
 		t.Errorf("via %v", e.Via)
 	}
-	cloud := servertest.New(t, cloudAddr)
+	cloud := testorigin.New(t, cloudAddr)
 	cloud.Apply(cluster(primary, "from-primary"))
 	cloud.Start()
 	e = r.expect(client.Updated, primary, "from-primary")

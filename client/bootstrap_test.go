@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -42,7 +42,7 @@ func mustParseBootstrap(t *testing.T, data string) *Bootstrap {
 func startClient(t *testing.T, data string, o Options) *Client {
 	t.Helper()
 	if o.Logger == nil {
-		o.Logger = servertest.Quiet
+		o.Logger = testorigin.Quiet
 	}
 	c, err := New(mustParseBootstrap(t, data), o)
 	if err != nil {

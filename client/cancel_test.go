@@ -10,7 +10,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -24,7 +24,7 @@ func spin(d time.Duration) {
 // Cancelling a collection watch while its first delivery is adding the
 // members' watches neither crashes nor leaves a member watched.
 func TestWatchCollectionCancelRacesDelivery(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
 	o.Apply(listenerCollection(coll, "a/ref", "a/ref2", "a/ref3") + "---\n" + listener("ref", "referenced"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
@@ -55,7 +55,7 @@ func TestWatchCollectionCancelRacesDelivery(t *testing.T) {
 // Once the channel cancel returns is closed, the handler is not called
 // again, however the cancel falls against a delivery under way.
 func TestCancelChannelClosesAfterLastCall(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "x"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	// Keep a cached, so each new watch is delivered at once.
@@ -92,7 +92,7 @@ func TestCancelChannelClosesAfterLastCall(t *testing.T) {
 // cancel called while the handler runs returns at once; the channel it
 // returns is closed when the handler has returned.
 func TestCancelDoesNotWaitForHandler(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "x"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -143,7 +143,7 @@ func TestCancelDoesNotWaitForHandler(t *testing.T) {
 // A handler may cancel its own watch, and another one, without deadlock;
 // neither is called again.
 func TestCancelFromHandler(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "one") + "---\n" + cluster("b", "one"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	rb := newRecorder(t)
@@ -183,7 +183,7 @@ func TestCancelFromHandler(t *testing.T) {
 // The same for collections: once cancel's channel is closed, the handler
 // is not called.
 func TestWatchCollectionCancelChannelClosesAfterLastCall(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
 	o.Apply(listenerCollection(coll, "a/ref") + "---\n" + listener("ref", "referenced"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
@@ -220,7 +220,7 @@ func TestWatchCollectionCancelChannelClosesAfterLastCall(t *testing.T) {
 // The end of the context given to Watch (or WatchCollection, or a typed
 // helper) cancels the watch; a context already ended is an error.
 func TestWatchEndsWithContext(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "one"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -17,7 +17,7 @@ func TestCloseLeavesNoTimers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(b, Options{Logger: servertest.Quiet, AltTimeout: time.Hour})
+	c, err := New(b, Options{Logger: testorigin.Quiet, AltTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

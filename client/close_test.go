@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -15,7 +15,7 @@ import (
 // from elsewhere meanwhile returns too, without waiting for that handler;
 // the watch's cancel channel closes once the handler has returned.
 func TestCloseFromHandlerReturns(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "x") + "---\n" + cluster("b", "y"))
 	c, err := client.New(bs{servers: []string{o.Addr}}.build(t), client.Options{Logger: quiet})
 	if err != nil {
@@ -82,7 +82,7 @@ func TestCloseFromHandlerReturns(t *testing.T) {
 // the client at the first: once that handler returns, it is not called
 // again for the others.
 func TestCloseFromMemberHandlerStopsDelivery(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "x") + "---\n" + cluster("b", "y") + "---\n" + cluster("c", "z"))
 	c, err := client.New(bs{servers: []string{o.Addr}}.build(t), client.Options{Logger: quiet})
 	if err != nil {

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
 // TP1 glob collections: members are delivered as they come and go; an
 // empty glob is DoesNotExist.
 func TestGlobMembership(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listener("svc/one?p=1", "1") + "---\n" + listener("svc/other", "x"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
@@ -44,7 +44,7 @@ func TestGlobMembership(t *testing.T) {
 // TP1 list collections: locator entries are fetched, inline entries taken;
 // #entry= resolves one inline entry.
 func TestListCollections(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
 	o.Apply(fmt.Sprintf(`name: %s
 resource:
@@ -93,7 +93,7 @@ resource:
 // #entry=: an unrelated change to the collection tells the watcher
 // nothing; the entry going away is told once; coming back, it is Updated.
 func TestEntryFollowsTheCollection(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listColl(inlineEntry("e", "1", "one") + inlineEntry("other", "1", "o1")))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
@@ -117,7 +117,7 @@ func TestEntryFollowsTheCollection(t *testing.T) {
 // entry replaced by a locator is fetched, and the locators' subscriptions
 // end with the collection's.
 func TestListCollectionChanges(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listColl(inlineEntry("x", "1", "inl")+locatorEntry("m1")) + listener("m1", "M1") + "---\n" + listener("x", "fetched") + "---\n" + listener("m2", "M2"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	got := make(chan string, 100)
@@ -163,7 +163,7 @@ func TestListCollectionChanges(t *testing.T) {
 // Glob URL and members with context params in another order or escaping:
 // the members are matched and named canonically.
 func TestGlobParamsCanonical(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listener("p/one?b=2&a=%7E", "1"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
@@ -185,7 +185,7 @@ func TestGlobParamsCanonical(t *testing.T) {
 // A list collection's locator entry may carry directives: its #alt= is
 // honoured for that member while the member's authority is unreachable.
 func TestListCollectionLocatorAlt(t *testing.T) {
-	onprem, cloud := servertest.Start(t), servertest.Start(t)
+	onprem, cloud := testorigin.Start(t), testorigin.Start(t)
 	coll := "xdstp://onprem/envoy.config.listener.v3.ListenerCollection/c"
 	primary := "xdstp://cloud/envoy.config.listener.v3.Listener/m"
 	alt := "xdstp://onprem/envoy.config.listener.v3.Listener/m"
@@ -239,7 +239,7 @@ stat_prefix: from-alt
 
 // A glob covers immediate children only, with its own parameters.
 func TestGlobImmediateChildrenOnly(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listener("d/deep/x", "deep") + "---\n" + listener("d/p?k=1", "other-params") + "---\n" + listener("d/kid", "kid"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
@@ -253,7 +253,7 @@ func TestGlobImmediateChildrenOnly(t *testing.T) {
 // with the collection's lock held, so the delivery goroutine — and every
 // other watcher of the client — carries on.
 func TestCollectionOnErrMayCancelCollection(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	coll := "xdstp://a/envoy.config.listener.v3.ListenerCollection/all"
 	o.Apply(listenerCollection(coll, "nowhere/x") + "---\n" + cluster("other", "o"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
@@ -296,7 +296,7 @@ func TestCollectionOnErrMayCancelCollection(t *testing.T) {
 // so the server sent nothing, and the does-not-exist timer never started:
 // the watch waited for ever.)
 func TestGlobCancelForgetsMembers(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	m := lis + "g/one"
 	o.Apply(listener("g/one", "member"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -15,7 +15,7 @@ import (
 // another VIP gets another listener, or none. A configured name carrying
 // xds.* parameters is refused.
 func TestWatchComputedAttributes(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	const base = "xdstp://a/envoy.config.cluster.v3.Cluster/by-vip?bar=baz"
 	o.Apply(cluster(base+"&xds.resource.vip=96.54.3.1", "vip-1"))
 	o.Apply(cluster(base+"&xds.resource.vip=96.54.3.2", "vip-2"))

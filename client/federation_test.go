@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
 // Federation: names are routed by authority to their servers.
 func TestFederation(t *testing.T) {
-	one, two := servertest.Start(t), servertest.Start(t)
+	one, two := testorigin.Start(t), testorigin.Start(t)
 	n1, n2 := "xdstp://one/envoy.config.cluster.v3.Cluster/x", "xdstp://two/envoy.config.cluster.v3.Cluster/x"
 	one.Apply(cluster(n1, "from-one"))
 	two.Apply(cluster(n2, "from-two"))
@@ -27,7 +27,7 @@ func TestFederation(t *testing.T) {
 
 // A name whose authority is not in the bootstrap is refused at once.
 func TestUnknownAuthorityRefused(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	_, err := c.Watch(t.Context(), resource.ListenerURL, "xdstp://zzz/envoy.config.listener.v3.Listener/x", func(client.Event) {})
 	if err == nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -45,7 +45,7 @@ func TestSotWFullStateAnswersOlderRequest(t *testing.T) {
 // each is Updated, none is said not to exist because a response to an
 // earlier, shorter request arrived first.
 func TestSotWManyNamesAtOnce(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	var docs string
 	for i := range 20 {
 		docs += cluster(fmt.Sprintf("c%d", i), "c") + "---\n"

@@ -13,13 +13,13 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
 const wait = 10 * time.Second
 
-var quiet = servertest.Quiet
+var quiet = testorigin.Quiet
 
 // bootstrapJSON builds a bootstrap: the default servers, authorities (name →
 // server addresses; none: the default), transport, dynamic parameters.
@@ -168,13 +168,13 @@ var barriers int
 // resource watched now arrives, everything earlier has been handled — and
 // delivered. What the client was handed before (a cancel's end, say) is
 // done first.
-func barrier(t *testing.T, c *client.Client, o *servertest.Origin) settled {
+func barrier(t *testing.T, c *client.Client, o *testorigin.Origin) settled {
 	t.Helper()
 	return barrierIn(t, c, o, "")
 }
 
 // barrierIn is barrier through an authority's server.
-func barrierIn(t *testing.T, c *client.Client, o *servertest.Origin, authority string) settled {
+func barrierIn(t *testing.T, c *client.Client, o *testorigin.Origin, authority string) settled {
 	t.Helper()
 	client.Settle(c)
 	barriers++
@@ -242,7 +242,7 @@ func (r *recorder) byName(names ...string) map[string]client.Event {
 
 // noSubs checks, once the server has handled what the client sent, that
 // it holds no subscription to the names.
-func noSubs(t *testing.T, c *client.Client, o *servertest.Origin, names ...string) {
+func noSubs(t *testing.T, c *client.Client, o *testorigin.Origin, names ...string) {
 	t.Helper()
 	barrier(t, c, o)
 	for _, n := range names {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -80,7 +80,7 @@ func spinFor(d time.Duration) {
 // the server reaches it, and its TTL runs), and lingers in the client too
 // (so it is evicted once the upstream is healthy).
 func TestLingerDecisionMatchesChannel(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	const n = 40
 	var docs []string
 	for i := range n {
@@ -96,7 +96,7 @@ func TestLingerDecisionMatchesChannel(t *testing.T) {
 	}
 }
 
-func lingerRound(t *testing.T, c *Client, o *servertest.Origin, n int) {
+func lingerRound(t *testing.T, c *Client, o *testorigin.Origin, n int) {
 	t.Helper()
 	var cancels []CancelFunc
 	got := make(chan string, n)

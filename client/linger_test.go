@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -14,7 +14,7 @@ import (
 // passes, as a watched one would be; one nobody watches again leaves the
 // cache then.
 func TestLingeringEntryKeepsItsTTL(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	for _, n := range []string{"kept", "left"} {
 		o.Apply("ttl: 2s\nresource:\n" + indent(cluster(n, "x")))
 	}

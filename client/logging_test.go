@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -97,7 +97,7 @@ func TestLogsConnectionStateAndNACKs(t *testing.T) {
 		t.Errorf("upstream %+v, %v", u, err)
 	}
 
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "bad"))
 	reject := func(v *resource.Variant, m proto.Message) error { return errors.New("no thanks") }
 	logs2 := newLogRecorder()

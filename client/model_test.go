@@ -17,8 +17,8 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -91,7 +91,7 @@ type modelRun struct {
 	t       *testing.T
 	sotw    bool
 	rng     *rand.Rand
-	o       *servertest.Origin
+	o       *testorigin.Origin
 	clients []*mclient
 	watches []*mwatch
 	nextID  int
@@ -122,7 +122,7 @@ func TestModelRandom(t *testing.T) {
 
 func runModel(t *testing.T, sotw bool, seed uint64) {
 	m := &modelRun{t: t, sotw: sotw, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), state: map[mkey]map[string]string{}, told: make(chan struct{}, 1)}
-	m.o = servertest.Start(t)
+	m.o = testorigin.Start(t)
 	for _, p := range modelClients {
 		b := bs{servers: []string{m.o.Addr}, sotw: sotw, params: p}.build(t)
 		c := newClient(t, b, client.Options{DoesNotExistTimeout: 50 * time.Millisecond})
@@ -280,7 +280,7 @@ func (m *modelRun) cancelWatch() {
 // check waits until every live watcher's latest event is the expected one.
 func (m *modelRun) check(step int) {
 	versions := m.storeVersions()
-	deadline := time.After(servertest.Wait)
+	deadline := time.After(testorigin.Wait)
 	for {
 		diffs := m.diffs(versions)
 		if len(diffs) == 0 {

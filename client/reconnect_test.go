@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -31,7 +31,7 @@ func freeAddr(t *testing.T) string {
 // client resyncs over delta without downloading again what did not change
 // (initial_resource_versions, docs/protocol.md §2.9).
 func TestServerRestartResync(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "1") + "---\n" + cluster("b", "1") + "---\n" + cluster("c", "1"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	rs := map[string]*recorder{}
@@ -58,14 +58,14 @@ func TestServerRestartResync(t *testing.T) {
 // The first server cannot be reached: the client falls back to the next
 // entry of xds_servers, and returns to the first when it is back.
 func TestServerFallbackAndReturn(t *testing.T) {
-	backup := servertest.Start(t)
+	backup := testorigin.Start(t)
 	backup.Apply(cluster("a", "backup"))
 	primaryAddr := freeAddr(t)
 	c := newClient(t, bs{servers: []string{primaryAddr, backup.Addr}}.build(t), client.Options{})
 	r := newRecorder(t)
 	c.Watch(t.Context(), resource.ClusterURL, "a", r.handle)
 	r.expect(client.Updated, "a", "backup")
-	primary := servertest.New(t, primaryAddr)
+	primary := testorigin.New(t, primaryAddr)
 	primary.Apply(cluster("a", "primary"))
 	primary.Start()
 	r.expect(client.Updated, "a", "primary")
@@ -143,7 +143,7 @@ func TestBackoffOnStreamsFailingBeforeAnswering(t *testing.T) {
 // and the failing one keeps being retried, with backoff.
 func TestFallbackPastFailingServer(t *testing.T) {
 	f := startFailingServer(t)
-	backup := servertest.Start(t)
+	backup := testorigin.Start(t)
 	backup.Apply(cluster("a", "backup"))
 	base := 50 * time.Millisecond
 	c := newClient(t, bs{servers: []string{f.addr, backup.Addr}}.build(t), client.Options{BackoffBase: base, BackoffMax: time.Second})

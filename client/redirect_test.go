@@ -10,14 +10,14 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
 // TP1 redirects: a ResourceLocator payload is followed (the event says
 // through what); chains are bounded and loops reported.
 func TestRedirects(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	redirect := func(from, to string) string {
 		return fmt.Sprintf("type: lds\nname: %s\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.Listener\n  id: %s\n", lis+from, to)
 	}
@@ -42,7 +42,7 @@ func TestRedirects(t *testing.T) {
 // client knows: otherwise the watcher is told why, and nothing is
 // subscribed.
 func TestRedirectTargetChecked(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply("type: lds\nname: " + lis + "elsewhere\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n" +
 		"  authority: nowhere\n  resource_type: envoy.config.listener.v3.Listener\n  id: x\n")
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
@@ -85,7 +85,7 @@ func TestRedirectTargetChecked(t *testing.T) {
 // watcher is told the target's resource (via the redirect), never the
 // locator itself.
 func TestGlobMemberRedirected(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listener("g/plain", "plain") + "---\n" + lisRedirect("g/moved", "target") + "---\n" + listener("target", "T1"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
@@ -136,7 +136,7 @@ func TestGlobMemberRedirected(t *testing.T) {
 // Removed, then follows the new target; the old target's subscription is
 // dropped, and all go on cancel.
 func TestRedirectTargetDeletedAndMoved(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(lisRedirect("r", "t1") + "---\n" + listener("t1", "one"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r := newRecorder(t)
@@ -161,7 +161,7 @@ func TestRedirectTargetDeletedAndMoved(t *testing.T) {
 // Loops and over-long chains are reported, and leave no subscription
 // behind once cancelled.
 func TestRedirectLoopAndChainLeaveNothing(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	doc := lisRedirect("l1", "l2") + "---\n" + lisRedirect("l2", "l3") + "---\n" + lisRedirect("l3", "l1")
 	for i := 0; i < 5; i++ {
 		doc += "---\n" + lisRedirect(fmt.Sprintf("c%d", i), fmt.Sprintf("c%d", i+1))
@@ -185,7 +185,7 @@ func TestRedirectLoopAndChainLeaveNothing(t *testing.T) {
 // Federation: a redirect into another authority, on another server, is
 // fetched there; moved back, that server's subscription is dropped.
 func TestRedirectAcrossAuthorities(t *testing.T) {
-	oa, ob := servertest.Start(t), servertest.Start(t)
+	oa, ob := testorigin.Start(t), testorigin.Start(t)
 	lisB := "xdstp://b/envoy.config.listener.v3.Listener/"
 	oa.Apply("type: lds\nname: " + lis + "r\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: b\n  resource_type: envoy.config.listener.v3.Listener\n  id: t\n")
 	ob.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\nstat_prefix: onb\n", lisB+"t"))
@@ -214,7 +214,7 @@ func TestRedirectAcrossAuthorities(t *testing.T) {
 // A redirect target another watcher holds directly keeps its subscription
 // when the redirect's watcher goes.
 func TestRedirectTargetSharedWithAnotherWatcher(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(lisRedirect("via", "shared") + "---\n" + listener("shared", "S"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	direct, redirected := newRecorder(t), newRecorder(t)
@@ -235,7 +235,7 @@ func TestRedirectTargetSharedWithAnotherWatcher(t *testing.T) {
 // A list collection may be redirected (TP1): WatchCollection and #entry=
 // follow it, and follow it when it moves.
 func TestListCollectionRedirected(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	base := "xdstp://a/envoy.config.listener.v3.ListenerCollection/"
 	redir := func(from, to string) string {
 		return fmt.Sprintf("type: listenercollection\nname: %s\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: a\n  resource_type: envoy.config.listener.v3.ListenerCollection\n  id: %s\n---\n", base+from, to)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -40,7 +40,7 @@ func testChannel(t *testing.T, sotw bool) (*testCh, ServerConfig) {
 		}
 		return nil
 	}
-	c, err := New(b, Options{Logger: servertest.Quiet, DoesNotExistTimeout: -1, Validate: reject})
+	c, err := New(b, Options{Logger: testorigin.Quiet, DoesNotExistTimeout: -1, Validate: reject})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/internal/servertest"
-	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -41,7 +41,7 @@ func TestAnswerForUnwatchedNamesLeavesNoStatus(t *testing.T) {
 // not in what the channel holds (and would declare on reconnection), not in
 // the client's status.
 func TestCollectionCancelLeavesNoMembers(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
 	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\n---\n", lis+"g/one") +
 		"\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c1\n")
@@ -80,7 +80,7 @@ func TestCollectionCancelLeavesNoMembers(t *testing.T) {
 // A watch redirected into an authority the bootstrap lacks leaves no
 // status behind once cancelled.
 func TestRedirectToUnknownAuthorityLeavesNoStatus(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
 	o.Apply("type: lds\nname: " + lis + "r\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: nowhere\n  resource_type: envoy.config.listener.v3.Listener\n  id: x\n")
 	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), Options{})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -34,7 +34,7 @@ func TestTTLRenewedThenExpired(t *testing.T) {
 }
 
 func testTTLRenewedThenExpired(t *testing.T, sotw bool, typeURL, doc string) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply("ttl: 300ms\nresource:\n" + doc)
 	c := newClient(t, bs{servers: []string{o.Addr}, sotw: sotw}.build(t), client.Options{})
 	events := make(chan client.Event, 10)

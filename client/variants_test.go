@@ -7,8 +7,8 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestDynamicParameters(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			for _, v := range []struct{ cons, tag string }{{"env=prod", "legacy-prod"}, {"env=test", "legacy-test"}} {
 				o.Apply(fmt.Sprintf("name: r\nconstraints: %s\nresource:\n%s", v.cons, indent(cluster("r", v.tag))))
 			}
@@ -52,7 +52,7 @@ func TestDynamicParameters(t *testing.T) {
 // as the new variant for its parameters alone, and that replaces what it
 // held — nothing else will say the unconstrained one went.
 func TestSotWVariantReplacesUnconstrained(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	route := func(tag string) string {
 		return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: %s\n  domains: [\"*\"]\n", tag)
 	}
@@ -77,7 +77,7 @@ func TestSotWVariantReplacesUnconstrained(t *testing.T) {
 // copy the client held (a route configuration response is not full state
 // and cannot say that copy went).
 func TestSotWPlainNameFollowsResourceBecomingVariants(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(routeDoc("r1", "plain", ""))
 	c := newClient(t, bs{servers: []string{o.Addr}, sotw: true}.build(t), client.Options{})
 	r := newRecorder(t)

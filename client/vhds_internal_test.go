@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -99,7 +99,7 @@ func expectKind(t *testing.T, got chan Event, k EventKind) {
 // channel holds (so a reconnecting stream does not declare it in
 // initial_resource_versions), and out of the client's statuses.
 func TestVHDSCancelForgetsVirtualHost(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: rc/web\ndomains: [\"*.example.org\"]\n")
 	c := newVHDSClient(t, o.Addr)
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
@@ -128,7 +128,7 @@ func TestVHDSCancelForgetsVirtualHost(t *testing.T) {
 // upstream is healthy again it is evicted with the name — virtual host
 // included.
 func TestVHDSLingeringEvictionTakesVirtualHost(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: rc/web\ndomains: [\"*.example.org\"]\n")
 	c := newVHDSClient(t, o.Addr)
 	got, cancel := watchEvents(t, c, "rc/a.example.org")

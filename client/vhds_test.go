@@ -9,14 +9,14 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
 // On-demand VHDS: "<rc>/<host>" resolves to the virtual host by name or
 // alias; not found is DoesNotExist.
 func TestVirtualHost(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(`"@type": type.googleapis.com/envoy.config.route.v3.VirtualHost
 name: rc/web
 domains: ["www.example.com", "*.example.org"]
@@ -79,7 +79,7 @@ func TestVHDSWatcherToldWhenVirtualHostRemovedByName(t *testing.T) {
 // The same against xdsd's own server: the virtual host a watcher's name
 // resolved to is deleted from the store, and the watcher hears of it.
 func TestVHDSWatcherToldWhenServerRemovesVirtualHost(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: rc/web\ndomains: [\"*.example.org\"]\n")
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	r := newRecorder(t)

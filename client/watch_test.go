@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestWatchSharedAndCancelled(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(cluster("a", "one"))
 			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{})
 			r1 := newRecorder(t)
@@ -67,7 +67,7 @@ func TestWatchSharedAndCancelled(t *testing.T) {
 func TestRemovalAndDoesNotExist(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(cluster("a", "one"))
 			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 300 * time.Millisecond})
 			ra, rn := newRecorder(t), newRecorder(t)
@@ -88,7 +88,7 @@ func TestRemovalAndDoesNotExist(t *testing.T) {
 func TestNackKeepsLastGoodValue(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(cluster("a", "good"))
 			reject := func(v *resource.Variant, m proto.Message) error {
 				if c, ok := m.(*clusterv3.Cluster); ok && c.AltStatName == "bad" {
@@ -128,7 +128,7 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 
 // Typed helpers decode the resource.
 func TestWatchTyped(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(cluster("a", "typed"))
 	c := newClient(t, bs{servers: []string{o.Addr}}.build(t), client.Options{})
 	got := make(chan *clusterv3.Cluster, 1)
@@ -159,7 +159,7 @@ func TestWatchTyped(t *testing.T) {
 func TestWatchAgainRightAfterTheLastCancel(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(cluster("a", "x"))
 			c := newClient(t, bs{servers: []string{o.Addr}, sotw: tr.sotw}.build(t), client.Options{DoesNotExistTimeout: 2 * time.Second})
 			r := newRecorder(t)
@@ -224,7 +224,7 @@ func TestAnswerCrossingUnsubscribeIsNotCached(t *testing.T) {
 // The same xdstp name, its parameters in another order or escaped
 // differently, is one subscription.
 func TestSameNameSharesSubscription(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(listener("x?a=1&b=%7E", "x"))
 	c := newClient(t, bs{servers: []string{o.Addr}, authorities: map[string][]string{"a": nil}}.build(t), client.Options{})
 	r1, r2 := newRecorder(t), newRecorder(t)

@@ -47,7 +47,7 @@ endpoints:
 }
 
 // nackCases break one thing of the chain each, as the gRPC rule of
-// internal/nack says a gRPC client refuses; nack is what grpc-go says.
+// internal/clientcheck says a gRPC client refuses; nack is what grpc-go says.
 var nackCases = []struct {
 	rule, from, to, nack string
 }{

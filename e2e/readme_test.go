@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
 // readmeBlock returns the part of the README between <!-- name --> and

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
 // Two `xdsd serve` replicas on one etcd, both in the bootstrap's

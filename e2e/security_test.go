@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/mtls"
-	"github.com/xdsd/xdsd/internal/testpki"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
 )
 
 // tlsBootstrap is a gRPC xDS bootstrap whose server is reached over TLS

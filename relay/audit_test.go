@@ -9,8 +9,8 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -38,7 +38,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestVariantOfAnEndedParameterSetIsNotServedStale(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
 			rl := startRelay(t, o.Addr, sotw)
 			test := protocoltest.NewDelta(t, rl.conn, nil)
@@ -135,7 +135,7 @@ func unsubParams(d *protocoltest.Delta, typeURL, name string, kv ...string) {
 func TestOutageThenChangedOrigin(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(clusterDoc("c", "c1") + "---\n" + clusterDoc("k", "k1") + "---\n" + clusterDoc("x", "x1") + "---\n" +
 				routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
 			rl := startRelay(t, o.Addr, sotw)
@@ -204,7 +204,7 @@ func TestOutageThenChangedOrigin(t *testing.T) {
 func TestChurnConvergesAndLeaksNothing(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			gen := func(g int) string {
 				return clusterDoc("c", fmt.Sprint("c", g)) + "---\n" + routeVariant("env=prod", fmt.Sprint("prod", g)) + "---\n" + routeVariant("env=test", fmt.Sprint("test", g))
 			}
@@ -331,7 +331,7 @@ func TestChurnConvergesAndLeaksNothing(t *testing.T) {
 func TestLeaveDuringOutageAndDoNotCacheAfter(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: p\n  alt_stat_name: p1\n---\n" +
 				clusterDoc("c", "c1") + "---\n" + routeVariant("env=prod", "prod1"))
 			rl := startRelay(t, o.Addr, sotw)
@@ -391,7 +391,7 @@ func TestGlobAndVHDSThroughARelay(t *testing.T) {
 	vh := func(name, tag string, domains string) string {
 		return fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: %s\ndomains: [%q]\nrequest_headers_to_remove: [%q]\n", name, domains, tag)
 	}
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(clusterDoc(m("1"), "one1") + "---\n" + clusterDoc(m("2"), "two1") + "---\n" + vh("rc/web", "web1", "*.example.org"))
 	rl := startRelay(t, o.Addr, false)
 	a := newView(t, protocoltest.NewDelta(t, rl.conn, nil))
@@ -443,7 +443,7 @@ func TestGlobAndVHDSThroughARelay(t *testing.T) {
 // and gets the change made meanwhile, and a variant deleted meanwhile is
 // removed.
 func TestChainWithParamsThroughAnOutage(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
 	first := startRelay(t, o.Addr, false)
 	second := startRelay(t, first.addr, true)
@@ -473,7 +473,7 @@ func TestChainWithParamsThroughAnOutage(t *testing.T) {
 // client restarted meanwhile is served it) and leaves the cache once the
 // origin is back.
 func TestVariantLingersThroughAnOutage(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(routeVariant("env=prod", "prod1") + "---\n" + routeVariant("env=test", "test1"))
 	rl := startRelay(t, o.Addr, false)
 	q := newView(t, protocoltest.NewDelta(t, rl.conn, nil))

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
-	"github.com/xdsd/xdsd/internal/servertest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -23,7 +23,7 @@ func watchOnce(t *testing.T, addr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(b, client.Options{DoesNotExistTimeout: -1, Logger: servertest.Quiet})
+	c, err := client.New(b, client.Options{DoesNotExistTimeout: -1, Logger: testorigin.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func watchOnce(t *testing.T, addr string) string {
 // served — with what the origin last had, not what the first client saw.
 // Without it (0), the entry goes with its last downstream.
 func TestCacheLingerServesShortLivedClients(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(clusterDoc("c", "v1"))
 	rl := startRelayLinger(t, o.Addr, false, time.Hour)
 	if got := watchOnce(t, rl.addr); got != "v1" {
@@ -100,7 +100,7 @@ func TestCacheLingerServesShortLivedClients(t *testing.T) {
 // Without --cache-linger the upstream subscription ends with the last
 // downstream.
 func TestNoCacheLinger(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(clusterDoc("c", "v1"))
 	rl := startRelayLinger(t, o.Addr, true, 0)
 	if got := watchOnce(t, rl.addr); got != "v1" {

@@ -17,9 +17,9 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
-	"github.com/xdsd/xdsd/internal/servertest"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/relay"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -67,7 +67,7 @@ func startRelayLinger(t *testing.T, upstream string, sotw bool, linger time.Dura
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := relay.New(b, relay.WithPendingWait(relay.Options{Logger: servertest.Quiet, Registerer: reg, CacheLinger: linger,
+	r, err := relay.New(b, relay.WithPendingWait(relay.Options{Logger: testorigin.Quiet, Registerer: reg, CacheLinger: linger,
 		Client: client.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}}, time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +94,12 @@ func loc(n string, kv ...string) *discoveryv3.ResourceLocator {
 }
 
 // upstreamStreams counts the origin's streams.
-func upstreamStreams(o *servertest.Origin) int { return len(o.Srv.Clients()) }
+func upstreamStreams(o *testorigin.Origin) int { return len(o.Srv.Clients()) }
 
 // 100 downstream streams with identical subscriptions make exactly one
 // upstream subscription, read from the origin's clients.
 func TestOneUpstreamSubscriptionForMany(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(clusterDoc("c", "1"))
 	rl := startRelay(t, o.Addr, false)
 	const n = 100
@@ -163,7 +163,7 @@ func relayCounter(t *testing.T, rl *relayUnderTest, name string) prometheus.Coll
 // its own variant, with its constraints (TP2: proxies MUST send them); a
 // legacy client's node metadata counts as its parameters.
 func TestVariantsPerParameterSet(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(routeVariant("env=prod", "prod") + "---\n" + routeVariant("env=test", "test"))
 	rl := startRelay(t, o.Addr, false)
 	prod := protocoltest.NewDelta(t, rl.conn, nil)
@@ -193,7 +193,7 @@ func TestVariantsPerParameterSet(t *testing.T) {
 func TestServesThroughOutage(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(clusterDoc("c", "1"))
 			rl := startRelay(t, o.Addr, sotw)
 			old := protocoltest.NewDelta(t, rl.conn, nil)
@@ -235,7 +235,7 @@ func TestServesThroughOutage(t *testing.T) {
 // A relay can be the upstream of another relay; constraints survive the
 // chain.
 func TestChainOfRelays(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(routeVariant("env=prod", "prod") + "---\n" + routeVariant("env=test", "test"))
 	first := startRelay(t, o.Addr, false)
 	second := startRelay(t, first.addr, false)
@@ -260,7 +260,7 @@ func TestChainOfRelays(t *testing.T) {
 func TestDoNotCache(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  name: private\n---\n" +
 				"\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: shared\n")
 			rl := startRelay(t, o.Addr, sotw)
@@ -304,7 +304,7 @@ func TestDoNotCache(t *testing.T) {
 // its metrics report each upstream once: two series with the same labels
 // would fail every scrape.
 func TestFederatedUpstreamsAndTheirMetrics(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(clusterDoc("c", "1") + "---\n" + clusterDoc("xdstp://a/envoy.config.cluster.v3.Cluster/c", "1"))
 	js := fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"node":{"id":"relay"},
 	"authorities":{"a":{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}],"server_features":["ignore_resource_deletion"]}]}}}`, o.Addr, o.Addr)
@@ -313,7 +313,7 @@ func TestFederatedUpstreamsAndTheirMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := relay.New(b, relay.Options{Logger: servertest.Quiet, Registerer: reg})
+	r, err := relay.New(b, relay.Options{Logger: testorigin.Quiet, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestFederatedUpstreamsAndTheirMetrics(t *testing.T) {
 func TestNoVariantForOneParameterSet(t *testing.T) {
 	for _, sotw := range []bool{false, true} {
 		t.Run(fmt.Sprint("upstream sotw=", sotw), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply(routeVariant("env=prod", "prod") + "---\nname: c\nconstraints: env=prod\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n---\n" + clusterDoc("d", "1"))
 			rl := startRelay(t, o.Addr, sotw)
 			prod := protocoltest.NewDelta(t, rl.conn, nil)
@@ -389,7 +389,7 @@ func TestNoVariantForOneParameterSet(t *testing.T) {
 // was the last subscriber of what it asks for; what nobody asks for again
 // is dropped once the upstream is back.
 func TestCacheOutlivesItsLastSubscriberDuringAnOutage(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply(clusterDoc("c", "1") + "---\n" + clusterDoc("x", "1") + "---\n" + clusterDoc("y", "1"))
 	rl := startRelay(t, o.Addr, false)
 	a := protocoltest.NewDelta(t, rl.conn, nil)
@@ -444,7 +444,7 @@ func TestCacheOutlivesItsLastSubscriberDuringAnOutage(t *testing.T) {
 func TestDoNotCacheInAFullState(t *testing.T) {
 	for _, sotwUp := range []bool{false, true} {
 		t.Run(fmt.Sprint("upstream sotw=", sotwUp), func(t *testing.T) {
-			o := servertest.Start(t)
+			o := testorigin.Start(t)
 			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n---\n" + clusterDoc("d", "1"))
 			rl := startRelay(t, o.Addr, sotwUp)
 			s1 := protocoltest.NewSotW(t, rl.conn, nil)
@@ -483,7 +483,7 @@ func TestDoNotCacheInAFullState(t *testing.T) {
 // they expire at the relay and are removed below — the one removal an
 // outage causes, because the resource's author asked for it.
 func TestTTLThroughARelay(t *testing.T) {
-	o := servertest.Start(t)
+	o := testorigin.Start(t)
 	o.Apply("ttl: 400ms\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n")
 	rl := startRelay(t, o.Addr, false)
 	d := protocoltest.NewDelta(t, rl.conn, protocoltest.Node("ttl", nil, "xds.config.supports-resource-ttl"))

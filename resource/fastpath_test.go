@@ -9,7 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/xdsd/xdsd/internal/meshgen"
+	"github.com/xdsd/xdsd/internal/testutil/meshgen"
 )
 
 // The fast path (internal/pbjson) changes nothing but the speed: every

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsd/xdsd/internal/meshgen"
+	"github.com/xdsd/xdsd/internal/testutil/meshgen"
 )
 
 // jsonArray is a JSON array of n Clusters, one a line after the "[".

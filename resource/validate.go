@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/xdsd/xdsd/internal/anyreach"
+	"github.com/xdsd/xdsd/internal/protowalk"
 )
 
 // FieldError is one validation failure inside a message.
@@ -224,7 +224,7 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 	if sh.lists > len(counts) {
 		seen = make([]int, sh.lists)
 	}
-	// The loop of anyreach.BytesFields, written out: a call through a
+	// The loop of protowalk.BytesFields, written out: a call through a
 	// func value for each field cost this walk 2 % of a document's
 	// decoding.
 	for len(b) > 0 {
@@ -263,7 +263,7 @@ func (w *walker) fields(b []byte, sh *shape, anys, level int) {
 			w.pop()
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			// A map entry is a message of its own, holding the value.
-			key, val := anyreach.MapEntry(v, fd)
+			key, val := protowalk.MapEntry(v, fd)
 			w.push(pathSeg{kind: 'k', name: key})
 			w.message(val, c, anys, level+2)
 			w.pop()
@@ -340,7 +340,7 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 	}
 	visiting[md.FullName()] = true
 	defer delete(visiting, md.FullName())
-	sh := &shape{hasAny: anyreach.Holds(md), isAny: md.FullName() == anyName}
+	sh := &shape{hasAny: protowalk.Holds(md), isAny: md.FullName() == anyName}
 	deepest, unbounded, complete := 0, false, true
 	fs := md.Fields()
 	for i := 0; i < fs.Len(); i++ {
@@ -366,7 +366,7 @@ func shapeLocked(md protoreflect.MessageDescriptor, visiting map[protoreflect.Fu
 			// Part of a cycle whose shape is not known yet: unbounded, and
 			// this shape is only provisional, so it is not kept.
 			complete = false
-			k.hasAny = anyreach.Holds(fieldMessage(fd))
+			k.hasAny = protowalk.Holds(fieldMessage(fd))
 		}
 		if k.depth >= 0 {
 			k.depth += extra
@@ -447,7 +447,7 @@ func (w *walker) message(b []byte, kid *shape, anys, level int) {
 		w.fields(b, sh, anys, level)
 		return
 	}
-	url, value, ok := anyreach.AnyFields(b)
+	url, value, ok := protowalk.AnyFields(b)
 	if !ok {
 		return
 	}

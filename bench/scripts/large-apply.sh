@@ -4,7 +4,7 @@
 # processes, and what the server held before and after.
 #
 #   go build -o /tmp/xdsd ./cmd/xdsd
-#   go run ./internal/meshgen/gen -n 100000 -o /tmp/clusters.json
+#   go run ./internal/testutil/meshgen/gen -n 100000 -o /tmp/clusters.json
 #   XDSD=/tmp/xdsd bench/scripts/large-apply.sh /tmp/clusters.json none
 #
 # usage: large-apply.sh FILE CLIENT [serve flags...]   (CLIENT: none, envoy, grpc)

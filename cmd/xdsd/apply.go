@@ -18,7 +18,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/admin"
-	"github.com/xdsd/xdsd/internal/nack"
+	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -53,15 +53,15 @@ func clientFlag(fs *flag.FlagSet) *string {
 
 // checker returns the client checker a --client value asks for; nil for
 // none.
-func checker(client string) (*nack.Checker, error) {
+func checker(client string) (*clientcheck.Checker, error) {
 	if client == "none" {
 		return nil, nil
 	}
-	c, err := nack.ParseClient(client)
+	c, err := clientcheck.ParseClient(client)
 	if err != nil {
 		return nil, usagef("--client: %v", err)
 	}
-	return nack.New(c), nil
+	return clientcheck.New(c), nil
 }
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
@@ -121,11 +121,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 
 // printFindings prints a checker's findings and returns how many are
 // errors.
-func printFindings(w io.Writer, check *nack.Checker) int {
+func printFindings(w io.Writer, check *clientcheck.Checker) int {
 	errs := 0
 	for _, f := range check.Findings() {
 		fmt.Fprintln(w, f.String())
-		if f.Severity == nack.Error {
+		if f.Severity == clientcheck.Error {
 			errs++
 		}
 	}
@@ -137,7 +137,7 @@ func printFindings(w io.Writer, check *nack.Checker) int {
 
 // checkedFor says what was checked: "checked for Envoy across 6 parameter
 // sets".
-func checkedFor(check *nack.Checker) string {
+func checkedFor(check *clientcheck.Checker) string {
 	s := "checked for " + check.Client().String()
 	if len(check.Set().Keys()) > 0 {
 		s += " across " + plural(len(check.Set().ParamSets()), "parameter set")

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
 // backup copies a running server's store while applies go on, and the

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/xdsd/xdsd/internal/meshgen"
+	"github.com/xdsd/xdsd/internal/testutil/meshgen"
 )
 
 // heapPeak records the live heap after every garbage collection: the most

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
 

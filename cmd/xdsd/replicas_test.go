@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/admin"
-	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/resource"
 )
 

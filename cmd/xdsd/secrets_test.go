@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
 	"github.com/xdsd/xdsd/internal/redact"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
 

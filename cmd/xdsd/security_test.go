@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/internal/admin"
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
 	"github.com/xdsd/xdsd/internal/store"
-	"github.com/xdsd/xdsd/internal/testpki"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/internal/nack"
+	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/internal/redact"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
@@ -189,9 +189,9 @@ func (e DocError) Error() string {
 	if e.Rule == "" {
 		return d.Error()
 	}
-	f := nack.Finding{DocError: d, Resource: e.Resource, Rule: e.Rule}
+	f := clientcheck.Finding{DocError: d, Resource: e.Resource, Rule: e.Rule}
 	if e.Warning {
-		f.Severity = nack.Warning
+		f.Severity = clientcheck.Warning
 	}
 	return f.String()
 }
@@ -200,9 +200,9 @@ func docError(e *resource.DocError) DocError {
 	return DocError{Source: e.Source, Document: e.Index, Line: e.Line, Column: e.Column, Path: e.Path, Message: e.Msg}
 }
 
-func findingError(f nack.Finding) DocError {
+func findingError(f clientcheck.Finding) DocError {
 	d := docError(f.DocError)
-	d.Resource, d.Rule, d.Warning = f.Resource, f.Rule, f.Severity == nack.Warning
+	d.Resource, d.Rule, d.Warning = f.Resource, f.Rule, f.Severity == clientcheck.Warning
 	return d
 }
 

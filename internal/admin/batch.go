@@ -11,7 +11,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/xdsd/xdsd/internal/nack"
+	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -29,12 +29,12 @@ type batch struct {
 	batch    store.Batch
 	set      resource.SetCheck
 	errs     resource.ErrorList
-	check    *nack.Checker // nil without client checks
-	findings []nack.Finding
+	check    *clientcheck.Checker // nil without client checks
+	findings []clientcheck.Finding
 	// The checks' work on each document alone, done where it was
 	// decoded, until add takes it.
 	mu       sync.Mutex
-	prepared map[*resource.Document]*nack.Prepared
+	prepared map[*resource.Document]*clientcheck.Prepared
 	// stage, when the store can, writes the batch's payloads while the
 	// rest of it is read (store.Stager); nil otherwise.
 	stage store.Staging
@@ -65,9 +65,9 @@ func (b *batch) add(d *resource.Document) error {
 
 // rejected is an apply refused for what a client would reject.
 type rejected struct {
-	findings []nack.Finding
+	findings []clientcheck.Finding
 	errors   int
-	client   nack.Client
+	client   clientcheck.Client
 }
 
 func (r *rejected) Error() string {
@@ -80,7 +80,7 @@ func (b *batch) read(source string, r io.Reader, f resource.Format) error {
 	if b.check != nil {
 		prepare = b.prepare
 		if b.prepared == nil {
-			b.prepared = map[*resource.Document]*nack.Prepared{}
+			b.prepared = map[*resource.Document]*clientcheck.Prepared{}
 		}
 	}
 	err := resource.DecodeReaderPrepared(source, r, f, prepare, b.add)
@@ -102,11 +102,11 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 	body := http.MaxBytesReader(w, r.Body, limit)
 	q := r.URL.Query()
 	if c := q.Get("client"); c != "" && c != "none" {
-		client, err := nack.ParseClient(c)
+		client, err := clientcheck.ParseClient(c)
 		if err != nil {
 			return http.StatusBadRequest, fmt.Errorf("client=%s: %w", c, err)
 		}
-		b.check = nack.New(client)
+		b.check = clientcheck.New(client)
 	}
 	err := readSources(r, &budgetReader{r: body, m: &applyMemory}, b.read)
 	var mbe *http.MaxBytesError
@@ -129,7 +129,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		b.findings, b.check = b.check.Findings(), nil
 		errs := 0
 		for _, f := range b.findings {
-			if f.Severity == nack.Error {
+			if f.Severity == clientcheck.Error {
 				errs++
 			}
 		}
@@ -147,11 +147,11 @@ type storedSummaries struct {
 	mu    sync.Mutex
 	rev   int64
 	valid bool
-	byKey map[resource.Key]*nack.Stored
+	byKey map[resource.Key]*clientcheck.Stored
 }
 
 // addTo adds what the store holds to a checker.
-func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *nack.Checker) error {
+func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *clientcheck.Checker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	since := int64(store.FromStart)
@@ -163,7 +163,7 @@ func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *nack.Che
 		return err
 	}
 	if cs.Reset || s.byKey == nil {
-		s.byKey = map[resource.Key]*nack.Stored{}
+		s.byKey = map[resource.Key]*clientcheck.Stored{}
 	}
 	for _, v := range cs.Puts {
 		m, err := v.Message()
@@ -171,7 +171,7 @@ func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *nack.Che
 			delete(s.byKey, v.Key())
 			continue // a payload this binary cannot read is not checked
 		}
-		s.byKey[v.Key()] = nack.Summarize(v, m)
+		s.byKey[v.Key()] = clientcheck.Summarize(v, m)
 	}
 	for _, key := range cs.Deletes {
 		delete(s.byKey, key)

@@ -15,7 +15,7 @@ import (
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/mem"
-	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/constraint"
-	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -9,7 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"go.uber.org/goleak"
 
-	"github.com/xdsd/xdsd/internal/nack"
+	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -65,7 +65,7 @@ func TestConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := nack.New(nack.Envoy)
+			k := clientcheck.New(clientcheck.Envoy)
 			var all strings.Builder
 			for _, f := range files {
 				all.Write(f.Data)

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xdsd/xdsd/internal/mtls"
-	"github.com/xdsd/xdsd/internal/testpki"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -15,8 +15,8 @@ import (
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/policy"
 	"github.com/xdsd/xdsd/internal/protocol"
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
-	"github.com/xdsd/xdsd/internal/testpki"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
-	"github.com/xdsd/xdsd/internal/protocol/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
-	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
 

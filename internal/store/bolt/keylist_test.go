@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/store"
-	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
 

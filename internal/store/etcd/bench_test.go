@@ -10,7 +10,7 @@ import (
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/etcd"
-	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
 // BenchmarkApply measures apply throughput into bolt and into etcd (one

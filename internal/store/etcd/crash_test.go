@@ -17,8 +17,8 @@ import (
 
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/etcd"
-	"github.com/xdsd/xdsd/internal/store/etcd/etcdtest"
-	"github.com/xdsd/xdsd/internal/store/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
 

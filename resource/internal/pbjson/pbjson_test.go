@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/xdsd/xdsd/internal/meshgen"
+	"github.com/xdsd/xdsd/internal/testutil/meshgen"
 	"github.com/xdsd/xdsd/resource" // registers every Envoy extension type
 	"github.com/xdsd/xdsd/resource/internal/pbjson"
 )

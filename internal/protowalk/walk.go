@@ -1,4 +1,4 @@
-package anyreach
+package protowalk
 
 import (
 	"math"

@@ -1,7 +1,7 @@
-// Package anyreach says which message types can hold a
+// Package protowalk says which message types can hold a
 // google.protobuf.Any: the walks that look into Any values (validation,
 // the client checks) skip the fields that cannot lead to one.
-package anyreach
+package protowalk
 
 import (
 	"sync"

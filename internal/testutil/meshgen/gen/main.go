@@ -1,7 +1,7 @@
 // Command gen writes a large resource set for benchmarks (BENCHMARKS.md):
 //
-//	go run ./internal/meshgen/gen -n 100000 -o clusters.json            # Istio-like clusters
-//	go run ./internal/meshgen/gen -n 100000 -mesh -o mesh.json          # clusters and their endpoints
+//	go run ./internal/testutil/meshgen/gen -n 100000 -o clusters.json            # Istio-like clusters
+//	go run ./internal/testutil/meshgen/gen -n 100000 -mesh -o mesh.json          # clusters and their endpoints
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/xdsd/xdsd/internal/meshgen"
+	"github.com/xdsd/xdsd/internal/testutil/meshgen"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package nack
+package clientcheck
 
 import (
 	"strings"

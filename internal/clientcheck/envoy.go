@@ -1,4 +1,4 @@
-package nack
+package clientcheck
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsd/xdsd/internal/anyreach"
+	"github.com/xdsd/xdsd/internal/protowalk"
 	"github.com/xdsd/xdsd/internal/refs"
 )
 
@@ -181,10 +181,10 @@ func envoyDomains(typeURL string, m proto.Message, report reporter) {
 // factory, and Envoy rejects the resource ("Didn't find a registered
 // implementation for '...' with type URL: '...'", Config::Utility).
 //
-// It reads m's encoding, body, rather than m (anyreach.Anys): decoding
+// It reads m's encoding, body, rather than m (protowalk.Anys): decoding
 // every Any again to look inside took a sixth of an apply's time.
 func envoyV2Types(m proto.Message, body []byte, report reporter) {
-	anyreach.Anys(body, m.ProtoReflect().Descriptor(), func(url string, path func() string) {
+	protowalk.Anys(body, m.ProtoReflect().Descriptor(), func(url string, path func() string) {
 		if t := typeName(url); isV2(t) {
 			report("envoy/v2-type", Error, join(path(), "@type"), "Envoy rejects %s: it is a v2 API type, which Envoy removed in 1.18; use its v3 counterpart (envoy.extensions...v3)", t)
 		}

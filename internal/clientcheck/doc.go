@@ -1,4 +1,4 @@
-// Package nack finds, before anything is served, what a client would
+// Package clientcheck finds, before anything is served, what a client would
 // reject: the checks Envoy or a proxyless gRPC client makes when it loads
 // a resource that the schema (and protoc-gen-validate) cannot express,
 // and the references that would leave it waiting for a resource that no
@@ -11,4 +11,4 @@
 //
 // It imports resource, constraint and internal/refs; the authoring
 // commands (validate, apply) and the admin apply endpoint use it.
-package nack
+package clientcheck

@@ -1,8 +1,8 @@
-// Package servertest runs a real xdsd server in-process for tests: a bbolt
+// Package testorigin runs a real xdsd server in-process for tests: a bbolt
 // store, the db, protocol and a gRPC server on loopback. It can be stopped
 // and started again on the same address with the same store, as a
 // restarted server. Only tests import it.
-package servertest
+package testorigin
 
 import (
 	"context"
