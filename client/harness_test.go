@@ -291,22 +291,6 @@ func mustAny(t *testing.T, m *clusterv3.Cluster) *anypb.Any {
 	return a
 }
 
-// eventually waits, up to a deadline, for cond to hold: a state no event
-// announces (an upstream's connection, what a server holds).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(wait)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting: %s", what)
-		}
-	}
-}
-
 // upstreamDown reports whether the client's one upstream has no healthy
 // stream.
 func upstreamDown(c *client.Client) func() bool {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -118,7 +119,7 @@ func lingerRound(t *testing.T, c *Client, o *testorigin.Origin, n int) {
 	}
 	var ch *channel
 	c.state.Do(func() { ch, _ = c.route("c0") })
-	eventually(t, "a healthy stream", func() (up bool) {
+	testutil.Eventually(t, "a healthy stream", func() (up bool) {
 		c.state.Do(func() { up = ch.up() })
 		return up
 	})

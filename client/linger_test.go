@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -30,7 +31,7 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 		cancels = append(cancels, cancel)
 	}
 	o.Stop()
-	eventually(t, "the upstream to go down", upstreamDown(c))
+	testutil.Eventually(t, "the upstream to go down", upstreamDown(c))
 	for _, cancel := range cancels {
 		<-cancel() // the upstream is down: the entries linger
 	}
@@ -45,5 +46,5 @@ func TestLingeringEntryKeepsItsTTL(t *testing.T) {
 	defer cancel()
 	r.expect(client.Updated, "kept", "")
 	r.expect(client.Removed, "kept", "")
-	eventually(t, "left to expire", func() bool { return !cached(c, resource.ClusterURL, "left") })
+	testutil.Eventually(t, "left to expire", func() bool { return !cached(c, resource.ClusterURL, "left") })
 }

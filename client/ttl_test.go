@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -50,7 +51,7 @@ func testTTLRenewedThenExpired(t *testing.T, sotw bool, typeURL, doc string) {
 	// Two heartbeats, acknowledged (so applied): the variant has outlived
 	// its TTL, renewed. The stream carries one type only: its responses are
 	// the first answer and the heartbeats, nonces 1, 2 and 3.
-	eventually(t, "two heartbeats acknowledged", func() bool {
+	testutil.Eventually(t, "two heartbeats acknowledged", func() bool {
 		for _, cl := range o.Srv.Clients() {
 			for _, ty := range cl.Types {
 				if n, _ := strconv.Atoi(ty.AckedNonce); ty.URL == typeURL && n >= 3 {

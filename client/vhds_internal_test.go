@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"net"
 	"testing"
 	"time"
@@ -23,21 +24,6 @@ func newVHDSClient(t *testing.T, addr string) *Client {
 	t.Helper()
 	return startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}]}`, addr),
 		Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
-}
-
-// eventually waits, up to a deadline, for cond to hold.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting: %s", what)
-		}
-	}
 }
 
 // vhdsLeftovers lists what a client still knows of virtual hosts: what
@@ -114,7 +100,7 @@ func TestVHDSCancelForgetsVirtualHost(t *testing.T) {
 	c.state.Do(func() { gen0 = ch.gen })
 	o.Stop()
 	o.Start()
-	eventually(t, "a new stream", func() (ok bool) {
+	testutil.Eventually(t, "a new stream", func() (ok bool) {
 		c.state.Do(func() { ok = ch.gen > gen0 && ch.connected >= 0 })
 		return ok
 	})
@@ -135,7 +121,7 @@ func TestVHDSLingeringEvictionTakesVirtualHost(t *testing.T) {
 	expectKind(t, got, Updated)
 	o.Stop()
 	ch := channelOf(c, "rc/a.example.org")
-	eventually(t, "the stream to go down", func() (down bool) {
+	testutil.Eventually(t, "the stream to go down", func() (down bool) {
 		c.state.Do(func() { down = !ch.up() })
 		return down
 	})
@@ -146,7 +132,7 @@ func TestVHDSLingeringEvictionTakesVirtualHost(t *testing.T) {
 		t.Fatal("rc/web evicted while its upstream was down (it should linger)")
 	}
 	o.Start()
-	eventually(t, "rc/web evicted once the upstream is healthy", func() bool {
+	testutil.Eventually(t, "rc/web evicted once the upstream is healthy", func() bool {
 		c.db.Read(func(r *db.Reader) { cached = len(r.Variants(resource.VirtualHostURL, "rc/web")) > 0 })
 		return !cached
 	})

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"strings"
 	"sync"
 	"testing"
@@ -13,22 +14,6 @@ import (
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
-
-// eventually waits until cond holds, failing after protocoltest.Wait: a
-// state no event announces.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(protocoltest.Wait)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("never: %s", what)
-		}
-	}
-}
 
 // A parameter set's last downstream leaves while another parameter set of
 // the same name is still followed: its variant must leave the cache with
@@ -47,9 +32,9 @@ func TestVariantOfAnEndedParameterSetIsNotServedStale(t *testing.T) {
 			prod := protocoltest.NewDelta(t, rl.conn, nil)
 			prod.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
 			prod.Ack(prod.Recv())
-			eventually(t, "two upstream subscriptions", func() bool { return o.Subscriptions("r") == 2 })
+			testutil.Eventually(t, "two upstream subscriptions", func() bool { return o.Subscriptions("r") == 2 })
 			prod.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
-			eventually(t, "the env=prod upstream subscription ended", func() bool { return o.Subscriptions("r") == 1 })
+			testutil.Eventually(t, "the env=prod upstream subscription ended", func() bool { return o.Subscriptions("r") == 1 })
 			o.Apply(routeVariant("env=prod", "prod2") + "---\n" + routeVariant("env=test", "test1"))
 			again := protocoltest.NewDelta(t, rl.conn, nil)
 			again.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "prod")}})
@@ -312,10 +297,10 @@ func TestChurnConvergesAndLeaksNothing(t *testing.T) {
 					s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{}})
 				}
 			}
-			eventually(t, "no upstream subscription to r or c", func() bool {
+			testutil.Eventually(t, "no upstream subscription to r or c", func() bool {
 				return o.Subscriptions("r")+o.Subscriptions("c") == 0
 			})
-			eventually(t, "an empty cache", func() bool {
+			testutil.Eventually(t, "an empty cache", func() bool {
 				_, vs, _ := rl.r.Resources(t.Context())
 				return len(vs) == 0
 			})
@@ -346,7 +331,7 @@ func TestLeaveDuringOutageAndDoNotCacheAfter(t *testing.T) {
 			rl.awaitOutage(t)
 			a.d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesUnsubscribe: []string{"c", "p"}})
 			unsubParams(a.d, resource.RouteURL, "r", "env", "prod")
-			eventually(t, "the relay took the unsubscriptions", func() bool {
+			testutil.Eventually(t, "the relay took the unsubscriptions", func() bool {
 				n := 0
 				for _, u := range rl.r.Upstreams() {
 					n += u.Subscriptions
@@ -356,10 +341,10 @@ func TestLeaveDuringOutageAndDoNotCacheAfter(t *testing.T) {
 			o.Apply("do_not_cache: true\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: p\n  alt_stat_name: p2\n")
 			o.Start()
 			keep.until(map[string]string{"p": "p2"})
-			eventually(t, "no upstream subscription but p's", func() bool {
+			testutil.Eventually(t, "no upstream subscription but p's", func() bool {
 				return o.Subscriptions("c")+o.Subscriptions("r") == 0 && o.Subscriptions("p") == 1
 			})
-			eventually(t, "only p cached", func() bool {
+			testutil.Eventually(t, "only p cached", func() bool {
 				_, vs, _ := rl.r.Resources(t.Context())
 				return len(vs) == 1 && vs[0].Name == "p"
 			})
@@ -425,14 +410,14 @@ func TestGlobAndVHDSThroughARelay(t *testing.T) {
 	}
 	va.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/a.example.org"}})
 	vb.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.VirtualHostURL, ResourceNamesUnsubscribe: []string{"rc/b.example.org"}})
-	eventually(t, "no upstream subscription", func() bool {
+	testutil.Eventually(t, "no upstream subscription", func() bool {
 		n := 0
 		for _, u := range rl.r.Upstreams() {
 			n += u.Subscriptions
 		}
 		return n == 0 && o.Subscriptions(g)+o.Subscriptions("rc/a.example.org")+o.Subscriptions("rc/b.example.org") == 0
 	})
-	eventually(t, "an empty cache", func() bool {
+	testutil.Eventually(t, "an empty cache", func() bool {
 		_, vs, _ := rl.r.Resources(t.Context())
 		return len(vs) == 0
 	})
@@ -492,7 +477,7 @@ func TestVariantLingersThroughAnOutage(t *testing.T) {
 	o.Apply(routeVariant("env=test", "test2"))
 	o.Start()
 	q.until(map[string]string{"r": "test2"})
-	eventually(t, "only the env=test variant cached", func() bool {
+	testutil.Eventually(t, "only the env=test variant cached", func() bool {
 		_, vs, _ := rl.r.Resources(t.Context())
 		return len(vs) == 1 && vs[0].Constraints.Key() == "env=test"
 	})

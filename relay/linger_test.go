@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -68,14 +69,14 @@ func TestCacheLingerServesShortLivedClients(t *testing.T) {
 	if got := watchOnce(t, rl.addr); got != "v1" {
 		t.Fatalf("first client: %q", got)
 	}
-	eventually(t, "the entry to linger", func() bool { return relayMetric(t, rl, "xdsd_relay_lingering_subscriptions") == 1 })
+	testutil.Eventually(t, "the entry to linger", func() bool { return relayMetric(t, rl, "xdsd_relay_lingering_subscriptions") == 1 })
 	if n := o.Subscriptions("c"); n != 1 {
 		t.Fatalf("upstream subscriptions once the client left: %d, want 1 (lingering)", n)
 	}
 	// Kept fresh: a change at the origin reaches the cache with nobody
 	// downstream.
 	o.Apply(clusterDoc("c", "v2"))
-	eventually(t, "the relay's cache to hold v2", func() bool {
+	testutil.Eventually(t, "the relay's cache to hold v2", func() bool {
 		_, vs, _ := rl.r.Resources(t.Context())
 		for _, v := range vs {
 			if v.Type.URL == resource.ClusterURL && v.Name == "c" && bytes.Contains(v.Body(), []byte("v2")) {
@@ -92,7 +93,7 @@ func TestCacheLingerServesShortLivedClients(t *testing.T) {
 	if n := relayMetric(t, rl, "xdsd_relay_lingering_revived_total"); n != 1 {
 		t.Errorf("revived: %v, want 1", n)
 	}
-	eventually(t, "the entry to linger again once the second client left", func() bool {
+	testutil.Eventually(t, "the entry to linger again once the second client left", func() bool {
 		return relayMetric(t, rl, "xdsd_relay_lingering_subscriptions") == 1
 	})
 }
@@ -106,7 +107,7 @@ func TestNoCacheLinger(t *testing.T) {
 	if got := watchOnce(t, rl.addr); got != "v1" {
 		t.Fatalf("first client: %q", got)
 	}
-	eventually(t, "the upstream subscription to end", func() bool { return o.Subscriptions("c") == 0 })
+	testutil.Eventually(t, "the upstream subscription to end", func() bool { return o.Subscriptions("c") == 0 })
 }
 
 // relayMetric is the value of a relay's gauge or counter (summed over labels).

@@ -12,12 +12,13 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/relay"
@@ -36,7 +37,7 @@ type relayUnderTest struct {
 // upstream stream of it is healthy any more.
 func (rl *relayUnderTest) awaitOutage(t *testing.T) {
 	t.Helper()
-	eventually(t, "the relay to notice the outage", func() bool {
+	testutil.Eventually(t, "the relay to notice the outage", func() bool {
 		for _, u := range rl.r.Upstreams() {
 			if u.Connected != "" {
 				return false
@@ -133,8 +134,8 @@ func TestOneUpstreamSubscriptionForMany(t *testing.T) {
 	if got := len(rl.r.Clients()); got != n {
 		t.Errorf("relay serves %d downstream streams, want %d", got, n)
 	}
-	hits := testutil.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_hits_total"))
-	misses := testutil.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_misses_total"))
+	hits := promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_hits_total"))
+	misses := promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_misses_total"))
 	if hits+misses != n || misses < 1 {
 		t.Errorf("cache hits %v misses %v", hits, misses)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
@@ -117,7 +118,7 @@ func TestBackupAndRestoreOnEtcd(t *testing.T) {
 		t.Fatalf("restore into etcd: %d %s %s", code, out, errOut)
 	}
 	// The running replica serves the restored state.
-	waitUntil(t, "the replica serves the restored a and no c", func() bool {
+	testutil.Eventually(t, "the replica serves the restored a and no c", func() bool {
 		_, outA, _ := runCmd(t, "get", "--server", xds, "--delta", "--timeout", "3s", "cds", "a", "c")
 		return strings.Contains(outA, "alt_stat_name: before") && strings.Contains(outA, "status: does-not-exist")
 	})

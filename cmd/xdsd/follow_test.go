@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -75,7 +76,7 @@ func TestWatchFollow(t *testing.T) {
 		done <- watchFollow(ctx, &getFlags{cmd: "watch", server: xds, output: "yaml", params: paramFlags{}, timeout: 5 * time.Second, follow: true},
 			typ, []string{"quickstart"}, &out, io.Discard)
 	}()
-	waitUntil(t, "the first chain", func() bool {
+	testutil.Eventually(t, "the first chain", func() bool {
 		return strings.Count(out.String(), "type: envoy.config.endpoint.v3.ClusterLoadAssignment") == 1
 	})
 	second := cl + "name: second\ntype: EDS\neds_cluster_config: {eds_config: {ads: {}}}\n---\n" +
@@ -85,7 +86,7 @@ func TestWatchFollow(t *testing.T) {
 	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--force", "-f", writeFile(t, t.TempDir(), "s.yaml", second)); code != 0 {
 		t.Fatal(errOut)
 	}
-	waitUntil(t, "the chain through cluster second", func() bool {
+	testutil.Eventually(t, "the chain through cluster second", func() bool {
 		docs := strings.Split(out.String(), "---\n")
 		last := docs[len(docs)-1]
 		return strings.Contains(last, "name: second") && strings.Contains(last, "referenced_by: 'route quickstart: virtual_hosts[0].routes[0].route.cluster'") &&

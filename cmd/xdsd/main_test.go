@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -435,7 +436,7 @@ func TestServeWatchFailureIsVisible(t *testing.T) {
 		return body
 	}
 	writeFile(t, dir, "a.yaml", cl+"name: a\nbogus: 1\n")
-	waitUntil(t, "the failed edit shows in /readyz", func() bool { return strings.HasPrefix(readyz(), "degraded: --watch "+dir) })
+	testutil.Eventually(t, "the failed edit shows in /readyz", func() bool { return strings.HasPrefix(readyz(), "degraded: --watch "+dir) })
 	if body := readyz(); !strings.Contains(body, "a.yaml") {
 		t.Errorf("/readyz does not name the file: %q", body)
 	}
@@ -447,7 +448,7 @@ func TestServeWatchFailureIsVisible(t *testing.T) {
 		t.Errorf("the last good state is not served: %+v", l)
 	}
 	writeFile(t, dir, "a.yaml", cl+"name: a\n# fixed\n")
-	waitUntil(t, "the fixed edit clears /readyz", func() bool { return readyz() == "ok\n" })
+	testutil.Eventually(t, "the fixed edit clears /readyz", func() bool { return readyz() == "ok\n" })
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -459,19 +460,6 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// waitUntil polls a state no event announces (a server's status), failing
-// after a generous deadline.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // Deleting a resource that a file of the --watch directory defines is

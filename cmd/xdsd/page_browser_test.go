@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -104,7 +105,7 @@ func TestPageInBrowser(t *testing.T) {
 	reason := "route r: virtual host t2 is refused by this client because of a long reason that must wrap within its column"
 	test.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
 		ErrorDetail: &status.Status{Code: 3, Message: reason}})
-	waitUntil(t, "the server has the NACK", func() bool {
+	testutil.Eventually(t, "the server has the NACK", func() bool {
 		code, out, _ := runCmd(t, "status", "--admin", adm)
 		return code == 0 && strings.Contains(out, "1 NACKed")
 	})

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -32,7 +33,7 @@ func resourceVersions(l admin.ResourceList) map[string]string {
 func waitRevision(t *testing.T, adm string, rev int64) admin.ResourceList {
 	t.Helper()
 	var l admin.ResourceList
-	waitUntil(t, fmt.Sprintf("%s at revision %d", adm, rev), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("%s at revision %d", adm, rev), func() bool {
 		l = listResources(t, adm, "")
 		return l.Revision >= rev
 	})
@@ -96,7 +97,7 @@ func TestReplicasOnEtcd(t *testing.T) {
 		_, body := httpGet(t, "http://"+adm+"/readyz")
 		return body
 	}
-	waitUntil(t, "/readyz to report the store unreachable", func() bool {
+	testutil.Eventually(t, "/readyz to report the store unreachable", func() bool {
 		return strings.Contains(readyz(admA), "etcd store unreachable") && strings.Contains(readyz(admB), "etcd store unreachable")
 	})
 	start := time.Now()
@@ -112,7 +113,7 @@ func TestReplicasOnEtcd(t *testing.T) {
 
 	c.Members[0].Restart(t)
 	c.Wait(t, c.Endpoints()...)
-	waitUntil(t, "/readyz to clear", func() bool { return readyz(admA) == "ok\n" && readyz(admB) == "ok\n" })
+	testutil.Eventually(t, "/readyz to clear", func() bool { return readyz(admA) == "ok\n" && readyz(admB) == "ok\n" })
 	writeFile(t, filepath.Dir(more), "more.yaml", cl+"name: more\nalt_stat_name: changed\n")
 	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", more); code != 0 {
 		t.Fatalf("apply after etcd came back: %s", errOut)
@@ -146,7 +147,7 @@ func TestReplicasWatchAndApply(t *testing.T) {
 		return strings.Join(got, " ")
 	}
 	var l admin.ResourceList
-	waitUntil(t, "b.yaml's removal to apply", func() bool {
+	testutil.Eventually(t, "b.yaml's removal to apply", func() bool {
 		l = listResources(t, admB, "")
 		return names(l) == "a applied"
 	})

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -147,7 +148,7 @@ func TestGuardStrandedClients(t *testing.T) {
 	test := protocoltest.NewSotW(t, conn, protocoltest.Node("test-1", map[string]string{"env": "test"}))
 	test.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
 	test.Ack(test.Recv(), "r")
-	waitUntil(t, "the server lists the subscription", func() bool {
+	testutil.Eventually(t, "the server lists the subscription", func() bool {
 		code, out, _ := runCmd(t, "status", "--admin", adm)
 		return code == 0 && strings.Contains(out, "rds: 1/1 synced")
 	})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/internal/testutil/testpki"
 	"github.com/xdsd/xdsd/resource"
@@ -215,7 +216,7 @@ func TestSecureServe(t *testing.T) {
 		d := protocoltest.NewDelta(t, s.conn(t, prod), protocoltest.Node("web-3", map[string]string{"env": "prod"}))
 		d.Sub(resource.ClusterURL, "prod-a")
 		d.Ack(d.Recv())
-		waitUntil(t, "status names the identity", func() bool {
+		testutil.Eventually(t, "status names the identity", func() bool {
 			code, out, _ := s.applyCmd(t, s.readTok, "status")
 			return code == 0 && strings.Contains(out, "web-3 ("+prodID+")")
 		})

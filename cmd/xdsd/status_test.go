@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -36,7 +37,7 @@ func TestStatus(t *testing.T) {
 		ErrorDetail: &status.Status{Code: 3, Message: "cluster a: unsupported"}})
 
 	var rep StatusReport
-	waitUntil(t, "status shows one client synced and one NACKed", func() bool {
+	testutil.Eventually(t, "status shows one client synced and one NACKed", func() bool {
 		code, out, _ := runCmd(t, "status", "--admin", adm, "-o", "json")
 		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Summary) != 1 {
 			return false

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -64,11 +64,5 @@ func TestMemoryIsReleasedWhenStreamsLeave(t *testing.T) {
 // waitNoClients waits until the server has no stream left.
 func waitNoClients(t *testing.T, h *harness) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for len(h.srv.Clients()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d streams still open", len(h.srv.Clients()))
-		}
-		time.Sleep(5 * time.Millisecond) // polling the server's state: no event announces a stream's end
-	}
+	testutil.Eventually(t, "no stream left on the server", func() bool { return len(h.srv.Clients()) == 0 })
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/etcd"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
@@ -167,7 +168,7 @@ func TestWriterKilledMidApply(t *testing.T) {
 	// Abandoned staging is gone once its lease expired and a large apply
 	// came by.
 	cl := c.Client(t)
-	waitFor(t, "the dead writers' leases to expire", func() bool {
+	testutil.Eventually(t, "the dead writers' leases to expire", func() bool {
 		r, err := cl.Get(ctx, p+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			return false

@@ -64,6 +64,9 @@ type Options struct {
 	History int
 	// Logger receives the watch's troubles (slog.Default when nil).
 	Logger *slog.Logger
+	// ProbeInterval is how often the Store checks that a quorum of etcd
+	// answers, for Unreachable (2s when zero).
+	ProbeInterval time.Duration
 }
 
 // ParseURL parses etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
@@ -132,6 +135,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if o.History <= 0 {
 		o.History = DefaultHistory
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = 2 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -309,10 +309,10 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 	}
 }
 
-// probe checks, every ProbeInterval, that a quorum of etcd answers, for
+// probe checks, every Options.ProbeInterval, that a quorum of etcd answers, for
 // Unreachable.
 func (s *Store) probe(ctx context.Context) {
-	t := time.NewTicker(ProbeInterval)
+	t := time.NewTicker(s.o.ProbeInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -320,7 +320,7 @@ func (s *Store) probe(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, ProbeInterval)
+		pctx, cancel := context.WithTimeout(ctx, s.o.ProbeInterval)
 		_, err := s.c.Get(pctx, s.headKey(), clientv3.WithCountOnly())
 		cancel()
 		if ctx.Err() != nil {
@@ -329,9 +329,6 @@ func (s *Store) probe(ctx context.Context) {
 		s.setReach(err)
 	}
 }
-
-// ProbeInterval is how often a Store checks that etcd answers.
-var ProbeInterval = 2 * time.Second
 
 // applyTo applies a plan's operations to st and returns the keys of the
 // variants they changed.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,15 +211,10 @@ func TestConcurrentReplicas(t *testing.T) {
 // saying so, Unreachable reports it; when etcd is back, applies work and
 // a replica catches up.
 func TestUnreachable(t *testing.T) {
-	old := etcd.ProbeInterval
-	etcd.ProbeInterval = 100 * time.Millisecond
-	// Restored by a cleanup registered before the stores' own, so that
-	// it runs after they are closed: their probes read it until then.
-	t.Cleanup(func() { etcd.ProbeInterval = old })
 	c := etcdtest.Start(t, 1)
 	p := freshPrefix()
 	mk := func() *etcd.Store {
-		s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: p, RequestTimeout: time.Second})
+		s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: p, RequestTimeout: time.Second, ProbeInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,34 +238,20 @@ func TestUnreachable(t *testing.T) {
 	if a.Unreachable() == "" {
 		t.Error("Unreachable is empty after a failed apply")
 	}
-	waitFor(t, "the follower to notice", func() bool { return b.Unreachable() != "" })
+	testutil.Eventually(t, "the follower to notice", func() bool { return b.Unreachable() != "" })
 	if len(versions(t, a)) != 300 || len(versions(t, b)) != 300 || a.Rev() != 1 {
 		t.Fatalf("state while etcd is down: rev %d", a.Rev())
 	}
 
 	c.Members[0].Restart(t)
 	c.Wait(t, c.Endpoints()...)
-	waitFor(t, "the probe to see etcd back", func() bool { return a.Unreachable() == "" && b.Unreachable() == "" })
+	testutil.Eventually(t, "the probe to see etcd back", func() bool { return a.Unreachable() == "" && b.Unreachable() == "" })
 	r, err := a.Apply(ctx, store.Batch{Puts: clusters(3, "x", "1")})
 	if err != nil || r.Rev != 2 {
 		t.Fatalf("apply after etcd came back: %+v %v", r, err)
 	}
 	waitRev(t, b, 2)
 	sameVersions(t, "after etcd came back", versions(t, a), versions(t, b))
-}
-
-// waitFor polls cond, for conditions no channel announces (the probe).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 // One member of three killed: applies go on, and nothing acknowledged is
