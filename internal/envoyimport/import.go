@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -37,6 +38,12 @@ type Options struct {
 	// Authority, when set, renames every resource to
 	// xdstp://Authority/<type>/<name>.
 	Authority string
+	// GRPC converts, where the meaning survives, what proxyless gRPC
+	// refuses: a STRICT_DNS cluster of one host becomes LOGICAL_DNS
+	// (gRPC resolves the host and uses every address, as Envoy's
+	// STRICT_DNS does). What cannot be converted is left as it is, and
+	// the checks of `xdsd import` name it.
+	GRPC bool
 }
 
 // Result is what a bootstrap holds, as xdsd resources.
@@ -99,6 +106,9 @@ func Convert(b *bootstrapv3.Bootstrap, o Options) (*Result, error) {
 			// they can change without the cluster.
 			cla := cl.LoadAssignment
 			cl.LoadAssignment = nil
+			if n := localities(cla); n != "" {
+				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: %s", cl.Name, n))
+			}
 			cl.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
 			eds := &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads()}
 			cla.ClusterName = c.rename(resource.EndpointURL, old)
@@ -126,6 +136,9 @@ func Convert(b *bootstrapv3.Bootstrap, o Options) (*Result, error) {
 				eds.EdsConfig = ads()
 			}
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s takes its endpoints by EDS: they are not in the bootstrap; apply a ClusterLoadAssignment named %s", cl.Name, n))
+		case o.GRPC && cl.GetClusterType() == nil && cl.GetType() == clusterv3.Cluster_STRICT_DNS && oneHost(cl.GetLoadAssignment()):
+			cl.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
+			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: STRICT_DNS, which proxyless gRPC refuses, became LOGICAL_DNS: gRPC resolves its one host and balances over every address", cl.Name))
 		}
 		res.Clusters = append(res.Clusters, cl)
 	}
@@ -373,4 +386,64 @@ func documentYAML(m proto.Message) ([]byte, error) {
 // marshalJSON writes a message in the authoring format's field names.
 func marshalJSON(m proto.Message) ([]byte, error) {
 	return protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+}
+
+// localities makes a STATIC cluster's endpoints, now served by EDS, ones
+// proxyless gRPC takes (gRFC A27) without changing what Envoy does with
+// them: gRPC rejects a locality entry without its locality field and
+// ignores one whose load_balancing_weight is unset. When no entry has a
+// weight (Envoy then balances over endpoints, not localities), the
+// entries without a locality at one priority become one entry with the
+// empty locality (two would be a duplicate locality to gRPC), and every
+// entry gets weight 1. When some entries have weights, Envoy's locality
+// weighting is in use and is kept: it returns a note naming what gRPC
+// will ignore.
+func localities(cla *endpointv3.ClusterLoadAssignment) string {
+	weighted := false
+	for _, l := range cla.GetEndpoints() {
+		if l.GetLoadBalancingWeight().GetValue() > 0 {
+			weighted = true
+		}
+	}
+	if weighted {
+		var unweighted int
+		for _, l := range cla.GetEndpoints() {
+			if l.GetLocality() == nil {
+				l.Locality = &corev3.Locality{}
+			}
+			if l.GetLoadBalancingWeight().GetValue() == 0 {
+				unweighted++
+			}
+		}
+		if unweighted > 0 {
+			return fmt.Sprintf("%d of its %d localities have no load_balancing_weight while others have one: Envoy and proxyless gRPC send them nothing", unweighted, len(cla.GetEndpoints()))
+		}
+		return ""
+	}
+	var out []*endpointv3.LocalityLbEndpoints
+	bare := map[uint32]*endpointv3.LocalityLbEndpoints{} // priority → the merged entry without a locality
+	for _, l := range cla.GetEndpoints() {
+		if l.GetLocality() == nil {
+			if m := bare[l.GetPriority()]; m != nil {
+				m.LbEndpoints = append(m.LbEndpoints, l.GetLbEndpoints()...)
+				continue
+			}
+			l.Locality = &corev3.Locality{}
+			bare[l.GetPriority()] = l
+		}
+		l.LoadBalancingWeight = wrapperspb.UInt32(1)
+		out = append(out, l)
+	}
+	cla.Endpoints = out
+	return ""
+}
+
+// oneHost says a cluster's load assignment names exactly one endpoint,
+// what a LOGICAL_DNS cluster takes.
+func oneHost(cla *endpointv3.ClusterLoadAssignment) bool {
+	n := 0
+	for _, l := range cla.GetEndpoints() {
+		n += len(l.GetLbEndpoints())
+	}
+	return len(cla.GetEndpoints()) == 1 && n == 1
 }

@@ -115,3 +115,99 @@ func TestBadBootstrap(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 }
+
+// For proxyless gRPC (Options.GRPC), a STATIC cluster's endpoints come out
+// as gRPC takes them (every entry with a locality and a weight, entries
+// without a locality at one priority merged rather than duplicated), and
+// a STRICT_DNS cluster of one host becomes LOGICAL_DNS; what cannot be
+// converted (STRICT_DNS over two hosts) is left for the checks to name.
+// Without the option, STRICT_DNS stays as Envoy had it.
+func TestConvertForGRPC(t *testing.T) {
+	data, err := os.ReadFile("testdata/grpc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, forGRPC := range []bool{false, true} {
+		var b bootstrapv3.Bootstrap
+		if err := resource.DecodeMessage("testdata/grpc.yaml", data, &b); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Convert(&b, Options{GRPC: forGRPC})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cla := res.Endpoints[0]
+		if len(cla.GetEndpoints()) != 1 || cla.GetEndpoints()[0].GetLocality() == nil || cla.GetEndpoints()[0].GetLoadBalancingWeight().GetValue() != 1 || len(cla.GetEndpoints()[0].GetLbEndpoints()) != 2 {
+			t.Errorf("greeter's endpoints: %v", cla)
+		}
+		types := map[string]clusterv3.Cluster_DiscoveryType{}
+		for _, c := range res.Clusters {
+			types[c.GetName()] = c.GetType()
+		}
+		wantBilling := clusterv3.Cluster_STRICT_DNS
+		if forGRPC {
+			wantBilling = clusterv3.Cluster_LOGICAL_DNS
+		}
+		if types["billing"] != wantBilling || types["ledger"] != clusterv3.Cluster_STRICT_DNS {
+			t.Errorf("GRPC=%v: cluster types %v", forGRPC, types)
+		}
+		files, err := res.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := clientcheck.New(clientcheck.GRPC)
+		for _, f := range files {
+			docs, err := resource.Decode(f.Name, f.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range docs {
+				k.Add(d)
+			}
+		}
+		var refused []string
+		for _, f := range k.Findings() {
+			refused = append(refused, f.Resource+": "+f.Rule)
+		}
+		want := []string{"cluster ledger: grpc/cluster-type"}
+		if !forGRPC {
+			want = []string{"cluster billing: grpc/cluster-type", "cluster ledger: grpc/cluster-type"}
+		}
+		if strings.Join(refused, "\n") != strings.Join(want, "\n") {
+			t.Errorf("GRPC=%v: gRPC would refuse\n%s\nwant\n%s", forGRPC, strings.Join(refused, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// Localities Envoy weights are kept as they are, and the ones gRPC (and
+// Envoy) would send nothing are named.
+func TestConvertKeepsLocalityWeights(t *testing.T) {
+	var b bootstrapv3.Bootstrap
+	src := `static_resources:
+  clusters:
+  - name: w
+    type: STATIC
+    load_assignment:
+      cluster_name: w
+      endpoints:
+      - locality: {zone: a}
+        load_balancing_weight: 3
+        lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 1}}}}]
+      - locality: {zone: b}
+        lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 2}}}}]
+`
+	if err := resource.DecodeMessage("w.yaml", []byte(src), &b); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(&b, Options{GRPC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := res.Endpoints[0].GetEndpoints()
+	if len(eps) != 2 || eps[0].GetLoadBalancingWeight().GetValue() != 3 || eps[1].GetLoadBalancingWeight() != nil {
+		t.Errorf("weights changed: %v", eps)
+	}
+	if notes := strings.Join(res.Notes, "\n"); !strings.Contains(notes, "cluster w: 1 of its 2 localities have no load_balancing_weight") {
+		t.Errorf("notes:\n%s", notes)
+	}
+}
