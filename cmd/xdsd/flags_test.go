@@ -89,3 +89,16 @@ func TestSuggestions(t *testing.T) {
 		}
 	}
 }
+
+// Every command's help works both ways, `xdsd help CMD` and `xdsd CMD -h`:
+// exit 0, the synopsis on standard output, nothing on standard error.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range commands() {
+		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}} {
+			code, out, errOut := runCmd(t, args...)
+			if code != 0 || !strings.Contains(out, "xdsd "+c.name) || errOut != "" {
+				t.Errorf("xdsd %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+			}
+		}
+	}
+}

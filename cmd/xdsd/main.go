@@ -180,7 +180,13 @@ func noArgs(pos []string) error {
 
 // helpFlags prints a flag set's usage when -h is given.
 func helpFlags(fs *flag.FlagSet, synopsis string, w io.Writer) {
-	fmt.Fprintf(w, "usage: xdsd %s\n\nflags:\n", synopsis)
+	fmt.Fprintf(w, "usage: xdsd %s\n", synopsis)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -10,8 +11,13 @@ import (
 // runVersion prints the module version and the VCS revision the binary
 // was built from, as the Go toolchain recorded them.
 func runVersion(args []string, stdout, _ io.Writer) error {
-	if len(args) > 0 {
-		return usagef("unexpected argument %q: version takes none", args[0])
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	pos, err := parse(fs, args, "version", stdout)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q: version takes none", pos[0])
 	}
 	fmt.Fprintln(stdout, versionString())
 	return nil
