@@ -490,6 +490,39 @@ func TestDeleteOfAWatchedResource(t *testing.T) {
 	}
 }
 
+// Applying a resource that a file of the --watch directory defines is
+// refused like deleting it, naming the file and --force: the directory's
+// next change would replace it. A new variant of it is refused too (the
+// directory replaces the whole variant set), a batch that touches nothing
+// watched goes through, and --force applies anyway.
+func TestApplyOfAWatchedResource(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "a.yaml", cl+"name: a\n")
+	_, adm := startServe(t, "--watch", dir)
+	testutil.Eventually(t, "the watched directory applied", func() bool { return len(listResources(t, adm, "?name=a").Resources) == 1 })
+	over := writeFile(t, t.TempDir(), "a2.yaml", cl+"name: a\nconnect_timeout: 7s\n---\n"+cl+"name: c\n")
+	code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", over)
+	if code != 1 || !strings.Contains(errOut, file) || !strings.Contains(errOut, "--force") || !strings.Contains(errOut, "Cluster a in "+file) {
+		t.Fatalf("apply over a watched resource: exit %d, %q", code, errOut)
+	}
+	if l := listResources(t, adm, "?name=c"); len(l.Resources) != 0 {
+		t.Fatalf("a refused batch was half applied: %+v", l)
+	}
+	variant := writeFile(t, t.TempDir(), "a3.yaml", "name: a\nconstraints: env=test\nresource:\n  "+cl+"  name: a\n")
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", variant); code != 1 || !strings.Contains(errOut, file) {
+		t.Fatalf("a new variant of a watched resource: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", writeFile(t, t.TempDir(), "b.yaml", cl+"name: b\n")); code != 0 {
+		t.Fatalf("apply of an unwatched resource: %s", errOut)
+	}
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "--force", "-f", over); code != 0 {
+		t.Fatalf("apply --force: %s", errOut)
+	}
+	if l := listResources(t, adm, "?name=c"); len(l.Resources) != 1 {
+		t.Fatalf("forced apply: %+v", l)
+	}
+}
+
 // serve refuses a damaged store — an existing empty file, a record whose
 // bytes changed on disk — exiting 1 with an error naming the file, rather
 // than starting empty (every full-state client would delete everything) or

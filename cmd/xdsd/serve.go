@@ -139,7 +139,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owner: watchOwner(st, f.watchDir),
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
@@ -277,13 +277,13 @@ func (w *watchHealth) degraded() string {
 	return fmt.Sprintf("--watch %s: the last change was not applied (the last good state is served): %v", w.dir, w.lastErr)
 }
 
-// watchOwner is admin.Options.Owner for a server watching dir (nil
+// watchOwned is admin.Options.Owned for a server watching dir (nil
 // without --watch).
-func watchOwner(st store.Store, dir string) func(context.Context, string, string, *string) (string, error) {
+func watchOwned(st store.Store, dir string) func(context.Context) (map[resource.Key]string, error) {
 	if dir == "" {
 		return nil
 	}
-	return func(ctx context.Context, typeURL, name string, constraints *string) (string, error) {
-		return origin.Owner(ctx, st, dir, typeURL, name, constraints)
+	return func(ctx context.Context) (map[resource.Key]string, error) {
+		return origin.Owned(ctx, st, dir)
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,11 +55,11 @@ type Options struct {
 	// Upstream returns the value /v1/upstream shows as JSON (a relay's
 	// upstream streams).
 	Upstream func() any
-	// Owner, when set, names the file of a watched directory that defines
-	// a resource (constraints nil: any variant of it), or "". DELETE
-	// refuses such a resource unless forced (?force=true): the directory
-	// would still define it.
-	Owner func(ctx context.Context, typeURL, name string, constraints *string) (string, error)
+	// Owned, when set, maps each variant a watched directory defines to
+	// the file that defines it. An apply or delete that touches such a
+	// resource is refused (409) unless forced (?force=true): the
+	// directory's next change would undo it.
+	Owned func(ctx context.Context) (map[resource.Key]string, error)
 	// Limits bound the writes in progress.
 	Limits Limits
 	// Registerer receives the handler's own metrics (none when nil).
@@ -474,6 +476,9 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err)
 		return
 	}
+	if !a.watchGuard(w, r, b.batch) {
+		return
+	}
 	if !a.guard(w, r, b.batch) {
 		return
 	}
@@ -564,6 +569,63 @@ func writeApplyResult(w http.ResponseWriter, r store.Result, findings []DocError
 	bw.Flush()
 }
 
+// watchGuard refuses (409) a batch that applies or deletes a resource a
+// watched directory defines, unless forced; it reports whether the batch
+// may go ahead. The message names the files and says what to do.
+func (a *api) watchGuard(w http.ResponseWriter, r *http.Request, b store.Batch) bool {
+	if a.o.Owned == nil || r.URL.Query().Get("force") == "true" {
+		return true
+	}
+	owned, err := a.o.Owned(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return false
+	}
+	if len(owned) == 0 {
+		return true
+	}
+	type res struct{ typ, name string }
+	files := map[res][]string{}
+	for k, file := range owned {
+		r := res{k.Type, k.Name}
+		if !slices.Contains(files[r], file) {
+			files[r] = append(files[r], file)
+		}
+	}
+	var hits []string
+	hit := func(typ, name string) {
+		fs := files[res{typ, name}]
+		if len(fs) == 0 {
+			return
+		}
+		slices.Sort(fs)
+		hits = append(hits, fmt.Sprintf("%s in %s", keyString(resource.Key{Type: typ, Name: name}), strings.Join(fs, ", ")))
+		delete(files, res{typ, name}) // named once
+	}
+	for _, v := range b.Puts {
+		k := v.Key()
+		hit(k.Type, k.Name)
+	}
+	for _, d := range b.Deletes {
+		hit(d.Type, d.Name)
+	}
+	if len(hits) == 0 {
+		return true
+	}
+	what, fix := "applies", "change it there (the server applies the change), or apply with --force (the directory's next change replaces what you applied)"
+	if len(b.Puts) == 0 {
+		what, fix = "deletes", "remove it there (the server applies the change), or delete with --force and the directory and the store disagree"
+	}
+	more := ""
+	if len(hits) > 10 {
+		more = fmt.Sprintf(" and %d more", len(hits)-10)
+		hits = hits[:10]
+	}
+	writeError(w, http.StatusConflict, fmt.Errorf("the server watches a directory that defines what this batch %s: %s%s. %s",
+		what, strings.Join(hits, "; "), more, strings.ToUpper(fix[:1])+fix[1:]))
+	return false
+}
+
 // guard refuses (409) a batch that would strand connected clients, unless
 // forced; it reports whether the batch may go ahead.
 func (a *api) guard(w http.ResponseWriter, r *http.Request, b store.Batch) bool {
@@ -613,22 +675,12 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errors.New("DELETE needs type and name (and constraints to delete one variant)"))
 		return
 	}
-	if a.o.Owner != nil && r.URL.Query().Get("force") != "true" {
-		file, err := a.o.Owner(r.Context(), f.typ, f.name, f.constraints)
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
-			return
-		}
-		if file != "" {
-			writeError(w, http.StatusConflict, fmt.Errorf("%s is defined by %s, which the server watches: "+
-				"remove it there (the server applies the change), or delete with --force and the directory and the store disagree",
-				keyString(resource.Key{Type: f.typ, Name: f.name}), file))
-			return
-		}
-	}
 	d := store.Delete{Type: f.typ, Name: f.name, All: f.constraints == nil}
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
+	}
+	if !a.watchGuard(w, r, store.Batch{Deletes: []store.Delete{d}}) {
+		return
 	}
 	batch := store.Batch{Deletes: []store.Delete{d}, Audit: a.audit(r, "delete")}
 	if !a.guard(w, r, batch) {

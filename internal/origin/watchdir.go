@@ -11,9 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/xdsd/xdsd/internal/store"
@@ -118,39 +116,31 @@ func decodeOwnership(b []byte) (map[resource.Key]string, error) {
 	return m, nil
 }
 
-// Owner says which file of the watched directory dir defines a resource
-// (any of its variants when constraints is nil, else the one with that
-// constraint key), as the store's record says; "" when none does. A
-// change made behind the directory's back (deleting such a resource
-// through the API) would be undone or contradicted by the next change of
-// the directory, so the admin API refuses it unless forced.
-func Owner(ctx context.Context, st store.Store, dir, typeURL, name string, constraints *string) (string, error) {
+// Owned says which files of the watched directory dir define which
+// variants, as the store's record says. A change made behind the
+// directory's back (applying or deleting such a resource through the API)
+// would be undone or contradicted by the next change of the directory,
+// which replaces the whole variant set of every resource it defines: so
+// the admin API refuses it unless forced.
+func Owned(ctx context.Context, st store.Store, dir string) (map[resource.Key]string, error) {
 	key, err := OwnershipKey(dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	rec, err := st.Meta(ctx, key)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	owned, err := decodeOwnership(rec)
 	if err != nil {
-		return "", fmt.Errorf("the store's record of what %s defined (metadata %q): %w", dir, key, err)
+		return nil, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", dir, key, err)
 	}
-	var files []string
 	for k, file := range owned {
-		if k.Type != typeURL || k.Name != name || (constraints != nil && k.Constraints != *constraints) {
-			continue
-		}
 		if file == "" {
-			file = dir // an older record: the directory, at least
-		}
-		if !slices.Contains(files, file) {
-			files = append(files, file)
+			owned[k] = dir // an older record: the directory, at least
 		}
 	}
-	sort.Strings(files)
-	return strings.Join(files, ", "), nil
+	return owned, nil
 }
 
 // Sync applies the directory if it changed since the last Sync. It reports
