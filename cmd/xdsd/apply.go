@@ -159,16 +159,23 @@ var httpClient = &http.Client{Timeout: 60 * time.Second}
 func call(c *http.Client, req *http.Request, out any) error {
 	resp, err := c.Do(req)
 	if err != nil {
-		if strings.Contains(err.Error(), "malformed HTTP response") && strings.Contains(err.Error(), `\x00`) {
-			// HTTP/2 frames in answer to HTTP/1.1: a gRPC port.
-			return fmt.Errorf("admin API at %s answered with HTTP/2 frames: that looks like the xDS (gRPC) port; "+
-				"the admin API is on the server's --admin-addr (default 127.0.0.1:18001)", req.URL.Host)
+		// A request to the wrong port, or in the wrong scheme, fails in
+		// ways that name neither: a probe of the port says which.
+		if hint := adminMismatch(req.URL.Host, req.URL.Scheme == "https"); hint != "" {
+			return fmt.Errorf("admin API: %w\n  %s", err, hint)
 		}
 		return fmt.Errorf("admin API: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return answerError(resp)
+		err := answerError(resp)
+		if resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" {
+			// net/http's answer to plain HTTP at an HTTPS port.
+			if hint := adminMismatch(req.URL.Host, false); hint != "" {
+				return fmt.Errorf("%w\n  %s", err, hint)
+			}
+		}
+		return err
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {

@@ -144,14 +144,14 @@ func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server
 	f = f.withDefaults()
 	lis, err := net.Listen("tcp", f.xdsAddr)
 	if err != nil {
-		return nil, fmt.Errorf("xDS listener: %w", err)
+		return nil, fmt.Errorf("xDS listener: %w", bindHint(err, "--xds-addr"))
 	}
 	d := &daemon{lis: newLimitListener(lis, f.maxConns, "xds", reg), errc: make(chan error, 4)} // one each: gRPC, admin, and the caller's (serve's store follower)
 	if f.adminAddr != "" {
 		alis, err := net.Listen("tcp", f.adminAddr)
 		if err != nil {
 			lis.Close()
-			return nil, fmt.Errorf("admin listener: %w", err)
+			return nil, fmt.Errorf("admin listener: %w", bindHint(err, "--admin-addr"))
 		}
 		d.alis = f.adminListener(newLimitListener(alis, f.adminMaxConns, "admin", reg))
 		// Slow or idle admin clients cannot hold connections for long.

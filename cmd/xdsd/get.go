@@ -616,6 +616,11 @@ func notReached(c *client.Client, n string, timeout time.Duration) string {
 		// Reached, and refused: its policy, or a certificate it did not take.
 		return fmt.Sprintf("%s refused the stream: %s", servers, why)
 	}
+	for _, srv := range u.Servers {
+		if hint := xdsMismatch(srv); hint != "" {
+			why += "\n  " + hint
+		}
+	}
 	return fmt.Sprintf("cannot reach %s: %s", servers, why)
 }
 

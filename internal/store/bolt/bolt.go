@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -121,6 +123,13 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.PageSize <= 0 {
 		opts.PageSize = DefaultPageSize
 	}
+	// A path in a directory that is not there is a mistyped path, not a
+	// damaged store.
+	if dir := filepath.Dir(path); dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("store %s: directory %s does not exist: create it (mkdir -p %s), or give a path in an existing directory", path, dir, dir)
+		}
+	}
 	// An existing empty file is no store: opening it would make an empty
 	// one, and a server would tell every full-state client to delete
 	// everything it has.
@@ -141,6 +150,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		if errors.Is(err, bberrors.ErrTimeout) {
 			return nil, fmt.Errorf("store %s: in use by another process", path)
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("store %s: %w (this user may not read and write the file, or create it in its directory)", path, err)
 		}
 		return nil, fmt.Errorf("store %s: %w (not a store, or a damaged one: restore a backup)", path, err)
 	}
