@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/internal/protojsonerr"
 )
 
 // Parsing a bootstrap.
@@ -382,7 +383,7 @@ func parseNode(raw json.RawMessage) (*corev3.Node, error) {
 		part := &corev3.Node{}
 		if err := opts.Unmarshal(one, part); err != nil {
 			if slices.Contains(grpcNodeFields, k) {
-				return nil, &bootstrapError{path: bsField("node", k), msg: protoErrorText(err), err: err}
+				return nil, &bootstrapError{path: bsField("node", k), msg: protoErrorText(one, err), err: err}
 			}
 			continue
 		}
@@ -413,18 +414,16 @@ next:
 	return out
 }
 
-// protoLinePos is protojson's position in the one-field document it was
-// given, which would only confuse in a message about the bootstrap.
-var protoLinePos = regexp.MustCompile(`\s*\(line \d+:\d+\)`)
-
-// protoErrorText drops protojson's "proto: " prefix (which it spells with a
-// space or a no-break space at random) and its position.
-func protoErrorText(err error) string {
-	s := strings.ReplaceAll(err.Error(), "\u00a0", " ")
-	s = strings.TrimPrefix(s, "proto:")
-	s = protoLinePos.ReplaceAllString(s, "")
-	s = strings.TrimPrefix(strings.TrimSpace(s), ":")
-	return strings.TrimSpace(s)
+// protoErrorText says why protojson rejected one, a Node of one field,
+// from its structure (protojsonerr) rather than from protojson's text,
+// whose position means nothing in the bootstrap and whose "proto:" prefix
+// protobuf-go spells at random.
+func protoErrorText(one []byte, err error) string {
+	e := protojsonerr.Explain(one, (&corev3.Node{}).ProtoReflect().Descriptor(), protojsonerr.Options{DiscardUnknown: true})
+	if e == nil {
+		return fmt.Sprintf("not an envoy.config.core.v3.Node field (%v)", err)
+	}
+	return e.Msg
 }
 
 // bsObject decodes a JSON object into v (a struct or map), or says what the

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/protojsonerr"
 	"github.com/xdsd/xdsd/resource/internal/pbjson"
 )
 
@@ -393,50 +392,24 @@ func readBare(js []byte) (*preread, int) {
 	return &preread{mt: mt, body: b}, depth
 }
 
-// typeResolver resolves the type URLs of google.protobuf.Any values from
-// the global registry, remembering the first it could not.
-type typeResolver struct{ missing string }
-
-func (r *typeResolver) FindMessageByName(n protoreflect.FullName) (protoreflect.MessageType, error) {
-	return protoregistry.GlobalTypes.FindMessageByName(n)
-}
-
-func (r *typeResolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
-	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
-	if err != nil && r.missing == "" {
-		r.missing = url
-	}
-	return mt, err
-}
-
-func (r *typeResolver) FindExtensionByName(n protoreflect.FullName) (protoreflect.ExtensionType, error) {
-	return protoregistry.GlobalTypes.FindExtensionByName(n)
-}
-
-func (r *typeResolver) FindExtensionByNumber(m protoreflect.FullName, n protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
-	return protoregistry.GlobalTypes.FindExtensionByNumber(m, n)
-}
-
-var protojsonPosRE = regexp.MustCompile(`\(line (\d+):(\d+)\): `)
-
 // unmarshal decodes the JSON of a message, a piece of the document's
 // JSON that starts at offset base, and reports a failure where it is.
-// protojson reports positions only in its message's text.
+// protojson's error says where only in its text, which is not to be
+// parsed: protojsonerr finds the place and the cause from the structure.
 func (t *docText) unmarshal(js []byte, base int, m proto.Message) *DocError {
-	r := &typeResolver{}
-	err := protojson.UnmarshalOptions{Resolver: r}.Unmarshal(js, m)
+	err := protojson.Unmarshal(js, m)
 	if err == nil {
 		return nil
 	}
-	msg, off := trimProto(err.Error()), base
-	if p := protojsonPosRE.FindStringSubmatchIndex(msg); p != nil {
-		line, _ := strconv.Atoi(msg[p[2]:p[3]])
-		col, _ := strconv.Atoi(msg[p[4]:p[5]])
-		off = base + offsetAt(js, line, col)
-		msg = trimProto(strings.TrimSpace(msg[:p[0]] + msg[p[1]:]))
+	e := protojsonerr.Explain(js, m.ProtoReflect().Descriptor(), protojsonerr.Options{})
+	if e == nil {
+		// A cause the walk does not model (nesting past protojson's
+		// limit): protojson's own words, at the start of the message.
+		return t.errAt(base, pathAt(t.js, base), "cannot decode as %s: %v", m.ProtoReflect().Descriptor().FullName(), err)
 	}
-	if r.missing != "" && strings.Contains(msg, "unable to resolve") {
-		msg = unknownType(r.missing, false)
+	msg, off := e.Msg, base+e.Offset
+	if e.UnknownType != "" {
+		msg = unknownType(e.UnknownType, false)
 	}
 	return t.errAt(off, pathAt(t.js, off), "%s", msg)
 }
@@ -460,7 +433,11 @@ func decodeConstraints(r json.RawMessage) (constraint.Constraints, error) {
 	}
 	var p discoveryv3.DynamicParameterConstraints
 	if err := protojson.Unmarshal(r, &p); err != nil {
-		return constraint.Constraints{}, fmt.Errorf("neither constraint text (a string) nor DynamicParameterConstraints JSON: %v", trimProto(err.Error()))
+		why := any(err)
+		if e := protojsonerr.Explain(r, p.ProtoReflect().Descriptor(), protojsonerr.Options{}); e != nil {
+			why = e.Msg
+		}
+		return constraint.Constraints{}, fmt.Errorf("neither constraint text (a string) nor DynamicParameterConstraints JSON: %v", why)
 	}
 	return constraint.FromProto(&p)
 }

@@ -420,33 +420,6 @@ func lineCol(text []byte, off int) (line, col int) {
 	return line, utf8.RuneCount(text[start:off]) + 1
 }
 
-// offsetAt is the inverse of lineCol: the offset of a 1-based line and
-// column (in characters) in text.
-func offsetAt(text []byte, line, col int) int {
-	off := 0
-	for l := 1; l < line; l++ {
-		i := indexByte(text[off:], '\n')
-		if i < 0 {
-			return len(text)
-		}
-		off += i + 1
-	}
-	for c := 1; c < col && off < len(text) && text[off] != '\n'; c++ {
-		_, n := utf8.DecodeRune(text[off:])
-		off += n
-	}
-	return off
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
-
 // blankMember returns a copy of the object text obj with member k (and a
 // comma next to it) overwritten by spaces, so that what remains is valid
 // JSON in which every other byte keeps its offset, line and column.
@@ -478,13 +451,4 @@ func joinPath(a, b string) string {
 		return a + b
 	}
 	return a + "." + b
-}
-
-// trimProto drops protobuf-go's "proto:" prefix, whose following space is
-// deliberately sometimes U+00A0 (to stop callers matching error strings).
-func trimProto(s string) string {
-	if t, ok := strings.CutPrefix(s, "proto:"); ok {
-		return strings.TrimLeft(t, " \u00a0")
-	}
-	return s
 }
