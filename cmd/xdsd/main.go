@@ -138,7 +138,7 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usagef("%v%s", err, flagHint(fs, err))
+			return nil, usagef("%v%s", err, flagHint(fs, args))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -152,21 +152,50 @@ func parse(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) (
 	}
 }
 
-// flagHint suggests the flag a "flag provided but not defined" error
-// probably meant, and points at -h.
-func flagHint(fs *flag.FlagSet, err error) string {
-	const undefined = "flag provided but not defined: "
-	msg := err.Error()
-	if !strings.HasPrefix(msg, undefined) {
+// flagHint suggests the flag that an undefined flag in args, which fs
+// failed to parse, probably meant, and points at -h. It finds the flag by
+// looking the arguments up in fs, as fs.Parse reads them, not by reading
+// the flag package's error text.
+func flagHint(fs *flag.FlagSet, args []string) string {
+	typed, ok := undefinedFlag(fs, args)
+	if !ok {
 		return ""
 	}
-	typed := strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-")
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	if hint := didYouMean(typed, names); hint != "" {
 		return strings.Replace(hint, `"`, `"--`, 1)
 	}
 	return fmt.Sprintf(" (xdsd %s -h lists the flags)", fs.Name())
+}
+
+// undefinedFlag returns the name of the first flag in args that fs does
+// not define, reading args as fs.Parse does: flags up to the first
+// argument that is not one (or "--"), a flag that is not boolean taking
+// the next argument as its value unless written -name=value.
+func undefinedFlag(fs *flag.FlagSet, args []string) (string, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			return "", false
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		name, _, hasValue := strings.Cut(name, "=")
+		if name == "" || name[0] == '-' || name[0] == '=' {
+			return "", false // a malformed flag, which fs names itself
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			if name == "h" || name == "help" {
+				return "", false
+			}
+			return name, true
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); (!ok || !b.IsBoolFlag()) && !hasValue {
+			i++ // its value
+		}
+	}
+	return "", false
 }
 
 // noArgs is the usage error of a command that takes no positional
