@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -327,10 +328,31 @@ func TestAdminAuth(t *testing.T) {
 	if code, _, errOut := s.applyCmd(t, newTok, "delete", "cds", "prod-a"); code != 0 {
 		t.Errorf("delete with a token added to the file: exit %d %s", code, errOut)
 	}
-	// A file that stops parsing keeps the tokens it had.
-	writeFile(t, s.dir, "tokens", "short write\n")
-	if code, _ := s.get(t, "/v1/resources", newTok); code != http.StatusOK {
-		t.Errorf("after a bad edit of the token file: %d, want the previous tokens kept", code)
+	// Revocation fails closed (issue 27 point 9): a file that stops
+	// parsing, or is deleted, revokes every token until it is fixed, and
+	// /readyz says so.
+	for _, damage := range []struct {
+		name string
+		do   func()
+	}{
+		{"a bad edit", func() { writeFile(t, s.dir, "tokens", "short write\n") }},
+		{"an empty file", func() { writeFile(t, s.dir, "tokens", "") }},
+		{"deleting it", func() { os.Remove(filepath.Join(s.dir, "tokens")) }},
+	} {
+		damage.do()
+		if code, _ := s.get(t, "/v1/resources", newTok); code != http.StatusUnauthorized {
+			t.Errorf("after %s of the token file: %d, want 401 (every token revoked)", damage.name, code)
+		}
+		if code, body := s.get(t, "/readyz", ""); code != http.StatusOK || !strings.Contains(body, "degraded: --admin-token-file") || !strings.Contains(body, "every admin token is revoked") {
+			t.Errorf("/readyz after %s of the token file: %d %q, want degraded naming the file", damage.name, code, body)
+		}
+		writeFile(t, s.dir, "tokens", "nnnnnnnnnnnnnnnnnnnnnnnn write deploy\n")
+		if code, _ := s.get(t, "/v1/resources", newTok); code != http.StatusOK {
+			t.Errorf("after the token file was fixed: %d, want 200", code)
+		}
+		if code, body := s.get(t, "/readyz", ""); code != http.StatusOK || body != "ok\n" {
+			t.Errorf("/readyz after the token file was fixed: %d %q", code, body)
+		}
 	}
 }
 

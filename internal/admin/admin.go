@@ -157,10 +157,18 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) degraded() string {
-	if a.o.Degraded == nil {
-		return ""
+	var why []string
+	if a.o.Degraded != nil {
+		if d := a.o.Degraded(); d != "" {
+			why = append(why, d)
+		}
 	}
-	return a.o.Degraded()
+	if a.o.Tokens != nil {
+		if d := a.o.Tokens.revoked(a.o.Logger); d != "" {
+			why = append(why, d)
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // ErrorBody is the JSON body of every error response.

@@ -29,14 +29,19 @@ const (
 // "TOKEN read|write [NAME]"; blank lines and lines starting with # are
 // skipped. NAME (default "token N", N its line) is who audit records and
 // logs name. A file loaded by LoadTokens is re-read when it changes, so
-// tokens are added and revoked without a restart (a file that no longer
-// parses keeps the previous tokens, and is logged).
+// tokens are added and revoked without a restart.
+//
+// Revocation fails closed: a file that no longer parses, or is gone,
+// revokes every token (an edit meant to revoke one must not leave them
+// all valid) until it is fixed. That is logged as an ERROR and makes
+// /readyz "degraded".
 type Tokens struct {
 	path string // "" when parsed from bytes
 
-	mu    sync.Mutex
-	stamp os.FileInfo
-	list  []token
+	mu     sync.Mutex
+	stamp  os.FileInfo // nil while the file is missing
+	list   []token
+	broken error // why every token is revoked; nil while the file is good
 }
 
 type token struct {
@@ -63,7 +68,8 @@ func LoadTokens(path string) (*Tokens, error) {
 	return t, nil
 }
 
-// refresh re-reads the file if it changed since it was read.
+// refresh re-reads the file if it changed since it was read. A file that
+// cannot be read or parsed revokes every token; the change is logged once.
 func (t *Tokens) refresh(log *slog.Logger) {
 	if t.path == "" {
 		return
@@ -71,22 +77,39 @@ func (t *Tokens) refresh(log *slog.Logger) {
 	fi, err := os.Stat(t.path)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err == nil && os.SameFile(fi, t.stamp) && fi.ModTime().Equal(t.stamp.ModTime()) && fi.Size() == t.stamp.Size() {
+	switch {
+	case err == nil && t.stamp != nil && os.SameFile(fi, t.stamp) && fi.ModTime().Equal(t.stamp.ModTime()) && fi.Size() == t.stamp.Size():
 		return
+	case err != nil && t.stamp == nil && t.broken != nil:
+		return // still missing: logged when it went
 	}
 	var next *Tokens
 	if err == nil {
 		next, err = LoadTokens(t.path)
 	}
 	if err != nil {
-		log.Warn("admin token file changed but could not be read; keeping the previous tokens", "error", err)
-		if fi != nil {
-			t.stamp = fi // logged once per change
-		}
+		t.list, t.broken, t.stamp = nil, err, fi // fi: nil when missing
+		log.Error("admin token file is missing or bad: every admin token is revoked until it is fixed", "file", t.path, "error", err)
 		return
 	}
-	t.list, t.stamp = next.list, next.stamp
-	log.Info("admin token file reloaded", "file", t.path, "tokens", len(t.list))
+	if t.broken != nil {
+		log.Info("admin token file fixed: its tokens are valid again", "file", t.path, "tokens", len(next.list))
+	} else {
+		log.Info("admin token file reloaded", "file", t.path, "tokens", len(next.list))
+	}
+	t.list, t.stamp, t.broken = next.list, next.stamp, nil
+}
+
+// revoked refreshes the tokens and says why every one is revoked: "" while
+// the file is good.
+func (t *Tokens) revoked(log *slog.Logger) string {
+	t.refresh(log)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.broken == nil {
+		return ""
+	}
+	return fmt.Sprintf("--admin-token-file %s: every admin token is revoked until the file is fixed: %v", t.path, t.broken)
 }
 
 // ParseTokens parses a token file's contents (file names it in errors).
