@@ -96,11 +96,11 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(admin.Options{
-		Resources: r.Resources, Gatherer: reg, Logger: log, Tokens: f.tokens,
+	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
+		Resources: r.Resources, Gatherer: reg, Logger: log,
 		Clients:  func() any { return rolehook.RelayClients(r) },
 		Upstream: func() any { return r.Upstreams() },
-	}))
+	})))
 	if err != nil {
 		r.Close()
 		return err

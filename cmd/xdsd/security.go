@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,6 +26,7 @@ type securityFlags struct {
 	tlsCert, tlsKey, clientCA string
 	policyFile, tokenFile     string
 	insecureAdmin             bool
+	adminHosts                hostFlags
 
 	// What load made of them.
 	tls    *mtls.Server
@@ -39,6 +41,39 @@ func (f *securityFlags) registerSecurity(fs *flag.FlagSet) {
 	fs.StringVar(&f.policyFile, "policy", "", "authorization policy (YAML): which client identities may see which types and names, and claim which TP2 parameters")
 	fs.StringVar(&f.tokenFile, "admin-token-file", "", "admin API tokens, one a line: TOKEN read|write [NAME]; without it the admin API asks for no credentials")
 	fs.BoolVar(&f.insecureAdmin, "insecure-admin", false, "allow an admin port on a non-loopback address without TLS and a token file")
+	fs.Var(&f.adminHosts, "admin-host", "a Host name an admin API without credentials answers, besides loopback addresses, localhost and its own address (repeatable)")
+}
+
+// hostFlags collects repeated --admin-host NAME.
+type hostFlags []string
+
+func (h *hostFlags) String() string { return strings.Join(*h, ",") }
+func (h *hostFlags) Set(s string) error {
+	if s == "" || strings.ContainsAny(s, "/: \t") {
+		return fmt.Errorf("want a host name such as admin.example.org (no port, scheme or path), got %q", s)
+	}
+	*h = append(*h, s)
+	return nil
+}
+
+// adminAuth sets the admin API's credentials and the Host names it answers
+// without them.
+func (f *securityFlags) adminAuth(adminAddr string, o admin.Options) admin.Options {
+	o.Tokens = f.tokens
+	o.Hosts = append([]string(nil), f.adminHosts...)
+	if host, _, err := net.SplitHostPort(adminAddr); err == nil && host != "" && net.ParseIP(host) == nil {
+		o.Hosts = append(o.Hosts, host) // --admin-addr's own name
+	}
+	if f.tokens != nil && f.clientCA != "" {
+		// A verified client certificate reads.
+		o.CertAccess = func(cs *tls.ConnectionState) (string, admin.Access) {
+			if id := mtls.Identity(cs); id != "" {
+				return id, admin.Read
+			}
+			return "", admin.NoAccess
+		}
+	}
+	return o
 }
 
 // load reads the files the flags name; errors name the flag and file.
@@ -76,6 +111,10 @@ func (f *securityFlags) load(adminAddr string, log *slog.Logger) error {
 	if adminAddr != "" && !loopback(adminAddr) && !f.insecureAdmin && (f.tls == nil || f.tokens == nil) {
 		return usagef("--admin-addr %s is not a loopback address: anyone who reaches it could read and change the configuration; "+
 			"give --tls-cert, --tls-key and --admin-token-file, or --insecure-admin to accept that", adminAddr)
+	}
+	if adminAddr != "" && f.tokens == nil && (f.clientCA != "" || f.policyFile != "") {
+		log.Warn("the xDS port is secured (--client-ca/--policy) but the admin API asks for no credentials: any local process can read every secret and change the configuration; give --admin-token-file",
+			"admin", adminAddr)
 	}
 	return nil
 }

@@ -138,10 +138,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	reg := newRegistry()
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
-	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(admin.Options{Limits: f.applyLimits(), Registerer: reg,
+	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
-		Tokens:        f.tokens,
 		Clients:       func() any { return srv.Clients() },
 		Export:        exporter(st),
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
@@ -150,7 +149,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 				return vs
 			})
 		},
-	}))
+	})))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,9 +80,19 @@ type Options struct {
 	// MaxBatchBytes bounds the body of an apply (DefaultMaxBatchBytes when
 	// zero): xdsd serve --max-batch-bytes.
 	MaxBatchBytes int64
-	// Tokens, when set, are the credentials the API asks for (auth.go);
-	// nil leaves it open to whoever reaches the port.
+	// Tokens, when set, are credentials the API asks for (auth.go).
+	// Without Tokens and CertAccess the API asks for none, and answers
+	// only requests naming it by a loopback or allowed Host (DNS
+	// rebinding).
 	Tokens *Tokens
+	// CertAccess, when set, says what a verified client certificate
+	// allows (and whom to name for it): the policy's admin roles and
+	// --admin-client-ca. Set, it makes the API ask for credentials.
+	CertAccess func(*tls.ConnectionState) (who string, a Access)
+	// Hosts are the names, besides loopback addresses, "localhost" and
+	// the address a connection reached, that a request asking for no
+	// credentials may name in its Host (--admin-host).
+	Hosts []string
 }
 
 // DefaultMaxBatchBytes is the largest apply body taken by default: twice

@@ -7,10 +7,16 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
 
 	"github.com/xdsd/xdsd/internal/mtls"
 )
@@ -191,41 +197,147 @@ func needed(r *http.Request) Access {
 
 // protect wraps the handler: cross-origin browser requests are refused on
 // every state-changing endpoint (a page elsewhere cannot make a browser on
-// the operator's machine apply or delete), and, with tokens, each request
-// needs a credential: a bearer token, or (reads) a verified client
-// certificate. Who made the request goes in its context (Who) for the
-// audit record and the logs.
+// the operator's machine apply or delete), and each request needs a
+// credential when the API asks for them (Tokens or CertAccess set): a
+// bearer token, or a client certificate CertAccess accepts. Who made the
+// request goes in its context (Who) for the audit record and the logs.
+//
+// An API that asks for no credentials answers only requests whose Host
+// names it as loopback, "localhost", the address the connection reached or
+// an allowed name (Options.Hosts); anything else is answered 421. Without
+// that, a page on a DNS-rebinding domain (evil.example resolving to
+// 127.0.0.1) is same-origin with the API in the browser's eyes and could
+// apply, or read /v1/backup. The probes need no Host check: they say
+// nothing worth stealing, and load balancers name hosts freely.
+//
+// A request that presents no valid credential to an API that asks for
+// them is answered on a connection closed afterwards, so that no
+// unauthenticated client keeps an admin connection slot idle.
 func protect(o Options, h http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, ErrorBody{Message: "cross-origin request refused: state-changing admin requests must not come from a browser page of another origin"})
 	}))
 	h = cop.Handler(h)
+	credentialed := o.Tokens != nil || o.CertAccess != nil
+	hosts := newHostCheck(o.Hosts, o.Logger)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		have, who := NoAccess, mtls.Identity(r.TLS)
-		if who != "" {
-			have = Read
+		need := needed(r)
+		if !credentialed {
+			if need != NoAccess && !hosts.allow(w, r) {
+				return
+			}
+			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, mtls.Identity(r.TLS))))
+			return
+		}
+		have, who := NoAccess, ""
+		if r.TLS != nil && o.CertAccess != nil {
+			who, have = o.CertAccess(r.TLS)
 		}
 		if auth := r.Header.Get("Authorization"); auth != "" && o.Tokens != nil {
 			o.Tokens.refresh(o.Logger)
 			presented, ok := strings.CutPrefix(auth, "Bearer ")
 			tk, found := o.Tokens.lookup(presented)
 			if !ok || !found {
+				w.Header().Set("Connection", "close")
 				w.Header().Set("WWW-Authenticate", `Bearer realm="xdsd"`)
 				writeJSON(w, http.StatusUnauthorized, ErrorBody{Message: "the admin token is not valid"})
 				return
 			}
 			have, who = tk.access, tk.name
 		}
-		need := needed(r)
+		if have == NoAccess {
+			w.Header().Set("Connection", "close")
+		}
 		switch {
-		case o.Tokens == nil || need == NoAccess || have >= need:
+		case need == NoAccess || have >= need:
 			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
 		case have == NoAccess:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="xdsd"`)
-			writeJSON(w, http.StatusUnauthorized, ErrorBody{Message: "the admin API needs a token (Authorization: Bearer TOKEN; xdsd --token-file FILE) or a client certificate"})
+			msg := "the admin API needs a token (Authorization: Bearer TOKEN; xdsd --token-file FILE)"
+			if o.CertAccess != nil {
+				msg += " or an admin client certificate"
+			}
+			if id := mtls.Identity(r.TLS); id != "" {
+				msg += fmt.Sprintf("; the certificate of %s is not one (the policy gives it no admin role)", id)
+			}
+			writeJSON(w, http.StatusUnauthorized, ErrorBody{Message: msg})
 		default:
-			writeJSON(w, http.StatusForbidden, ErrorBody{Message: fmt.Sprintf("%s may read but not write: %s %s needs a write token", who, r.Method, r.URL.Path)})
+			writeJSON(w, http.StatusForbidden, ErrorBody{Message: fmt.Sprintf("%s may read but not write: %s %s needs a write credential", who, r.Method, r.URL.Path)})
 		}
 	})
+}
+
+// hostCheck tells the Host names an API without credentials answers.
+type hostCheck struct {
+	names []string // lower case, without a trailing dot
+	log   *slog.Logger
+	// Refusals are logged at most a few a second (a page retrying in a
+	// loop must not flood the log); the lines left out are counted in the
+	// next one.
+	limit   *rate.Limiter
+	dropped atomic.Int64
+}
+
+func newHostCheck(names []string, log *slog.Logger) *hostCheck {
+	c := &hostCheck{log: log, limit: rate.NewLimiter(1, 10)}
+	for _, n := range names {
+		c.names = append(c.names, strings.TrimSuffix(strings.ToLower(n), "."))
+	}
+	return c
+}
+
+// allow reports whether r names this server in its Host; if not, it
+// answers 421 Misdirected Request and logs the host.
+func (c *hostCheck) allow(w http.ResponseWriter, r *http.Request) bool {
+	host := hostName(r.Host)
+	if c.ok(host, r) {
+		return true
+	}
+	if c.limit.Allow() {
+		c.log.Warn("admin request refused: its Host does not name this server (DNS rebinding?); add --admin-host NAME to allow a name",
+			"host", r.Host, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "refusals_not_logged", c.dropped.Swap(0))
+	} else {
+		c.dropped.Add(1)
+	}
+	w.Header().Set("Connection", "close")
+	writeJSON(w, http.StatusMisdirectedRequest, ErrorBody{Message: fmt.Sprintf(
+		"Host %q does not name this admin API, which asks for no credentials and so answers only a loopback address, localhost, its own address or a name given with xdsd --admin-host", r.Host)})
+	return false
+}
+
+func (c *hostCheck) ok(host string, r *http.Request) bool {
+	if host == "" {
+		return false
+	}
+	if host == "localhost" || slices.Contains(c.names, host) {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() {
+		return true
+	}
+	// The address the connection reached: a name for this server no
+	// other can take (an IP address is not rebound).
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(la.String()); err == nil && ap.Addr().Unmap().WithZone("") == ip.WithZone("") {
+			return true
+		}
+	}
+	return false
+}
+
+// hostName is a Host header's name: lower case, without the port, the
+// brackets of an IPv6 address or a trailing dot.
+func hostName(h string) string {
+	if name, _, err := net.SplitHostPort(h); err == nil {
+		h = name
+	} else {
+		h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
