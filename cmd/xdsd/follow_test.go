@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/inspect"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -21,7 +22,7 @@ func TestGetFollow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("get --follow lds quickstart: %d\n%s%s", code, out, errOut)
 	}
-	var ch Chain
+	var ch inspect.Chain
 	if err := json.Unmarshal([]byte(out), &ch); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestWatchFollow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- watchFollow(ctx, &getFlags{cmd: "watch", server: xds, output: "yaml", params: paramFlags{}, timeout: 5 * time.Second, follow: true},
+		done <- watchFollow(ctx, &getFlags{Config: inspect.Config{Cmd: "watch", Server: xds, Timeout: 5 * time.Second}, output: "yaml", follow: true},
 			typ, []string{"quickstart"}, &out, io.Discard)
 	}()
 	testutil.Eventually(t, "the first chain", func() bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/inspect"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -29,7 +30,7 @@ func TestGet(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", delta, code, errOut)
 		}
-		var rs []Result
+		var rs []inspect.Result
 		if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 2 {
 			t.Fatalf("%s: %v\n%s", delta, err, out)
 		}
@@ -80,15 +81,15 @@ func TestWatch(t *testing.T) {
 	done := make(chan error, 1)
 	typ, _ := resource.Lookup("cds")
 	go func() {
-		done <- watch(ctx, &getFlags{cmd: "watch", server: xds, output: "json", params: paramFlags{}, timeout: 5 * time.Second}, typ, []string{"w"}, pw, io.Discard)
+		done <- watch(ctx, &getFlags{Config: inspect.Config{Cmd: "watch", Server: xds, Timeout: 5 * time.Second}, output: "json"}, typ, []string{"w"}, pw, io.Discard)
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
-	next := func() Result {
+	next := func() inspect.Result {
 		t.Helper()
-		got := make(chan Result, 1)
+		got := make(chan inspect.Result, 1)
 		go func() {
-			var r Result
+			var r inspect.Result
 			if lines.Scan() {
 				json.Unmarshal(lines.Bytes(), &r)
 			}
@@ -100,7 +101,7 @@ func TestWatch(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no output")
 		}
-		return Result{}
+		return inspect.Result{}
 	}
 	r := next()
 	if r.Event != "updated" || r.Time == "" || !strings.Contains(string(r.Resource.Resource), "one") {
@@ -140,7 +141,7 @@ func TestGetVHDS(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d (want 1: one host does not exist): %s", code, errOut)
 	}
-	var rs []Result
+	var rs []inspect.Result
 	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 4 {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -241,7 +242,7 @@ func TestGetBootstrap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := clientBootstrap(f, typ, names)
+			b, err := inspect.Bootstrap(&f.Config, typ, names)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +316,7 @@ func TestWatchReportsConnectionState(t *testing.T) {
 	done := make(chan error, 1)
 	typ, _ := resource.Lookup("cds")
 	go func() {
-		done <- watch(ctx, &getFlags{cmd: "watch", server: addr, output: "json", params: paramFlags{}, timeout: 5 * time.Second}, typ, []string{"w"}, io.Discard, stderr)
+		done <- watch(ctx, &getFlags{Config: inspect.Config{Cmd: "watch", Server: addr, Timeout: 5 * time.Second}, output: "json"}, typ, []string{"w"}, io.Discard, stderr)
 	}()
 	stderr.await(t, `msg="xDS server unusable" server=`+addr)
 	// And keeps saying so, naming the server, while it retries.
