@@ -34,14 +34,14 @@ type clientStatus struct {
 	} `json:"types"`
 }
 
-// StatusReport is what `xdsd status -o yaml|json` prints.
-type StatusReport struct {
-	Summary []TypeSummary  `json:"summary"`
-	Clients []ClientReport `json:"clients"`
+// statusReport is what `xdsd status -o yaml|json` prints.
+type statusReport struct {
+	Summary []typeSummary  `json:"summary"`
+	Clients []clientReport `json:"clients"`
 }
 
-// TypeSummary counts the clients of one type by their state.
-type TypeSummary struct {
+// typeSummary counts the clients of one type by their state.
+type typeSummary struct {
 	Type    string `json:"type"`
 	Clients int    `json:"clients"`
 	Synced  int    `json:"synced"` // ACKed the latest the server sent (at --revision or later, when given)
@@ -49,17 +49,17 @@ type TypeSummary struct {
 	Pending int    `json:"pending"`
 }
 
-// ClientReport is one client's state per type.
-type ClientReport struct {
+// clientReport is one client's state per type.
+type clientReport struct {
 	Node     string            `json:"node"`
 	Identity string            `json:"identity,omitempty"`
 	Address  string            `json:"address"`
 	Params   map[string]string `json:"params,omitempty"`
-	Types    []ClientType      `json:"types"`
+	Types    []clientType      `json:"types"`
 }
 
-// ClientType is one client's state for one type.
-type ClientType struct {
+// clientType is one client's state for one type.
+type clientType struct {
 	Type    string `json:"type"`
 	State   string `json:"state"` // synced, nacked, pending
 	Acked   string `json:"acked_version,omitempty"`
@@ -114,13 +114,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func buildStatus(clients []clientStatus, rev int64) StatusReport {
-	rep := StatusReport{Summary: []TypeSummary{}, Clients: []ClientReport{}}
-	sums := map[string]*TypeSummary{}
+func buildStatus(clients []clientStatus, rev int64) statusReport {
+	rep := statusReport{Summary: []typeSummary{}, Clients: []clientReport{}}
+	sums := map[string]*typeSummary{}
 	for _, c := range clients {
-		cr := ClientReport{Node: c.NodeID, Identity: c.Identity, Address: c.Address, Params: c.Params, Types: []ClientType{}}
+		cr := clientReport{Node: c.NodeID, Identity: c.Identity, Address: c.Address, Params: c.Params, Types: []clientType{}}
 		for _, t := range c.Types {
-			ct := ClientType{Type: short(t.Type), Acked: t.AckedVersion, Sent: t.SentVersion}
+			ct := clientType{Type: short(t.Type), Acked: t.AckedVersion, Sent: t.SentVersion}
 			switch {
 			case t.LastNack != nil && t.LastNack.Nonce == t.SentNonce && t.SentNonce != "":
 				ct.State, ct.NACK, ct.NACKFor = "nacked", t.LastNack.Error, t.LastNack.Version
@@ -132,7 +132,7 @@ func buildStatus(clients []clientStatus, rev int64) StatusReport {
 			cr.Types = append(cr.Types, ct)
 			s := sums[ct.Type]
 			if s == nil {
-				s = &TypeSummary{Type: ct.Type}
+				s = &typeSummary{Type: ct.Type}
 				sums[ct.Type] = s
 			}
 			s.Clients++
@@ -181,7 +181,7 @@ func short(typeName string) string {
 	return typeName
 }
 
-func printStatus(w io.Writer, rep StatusReport, rev int64) {
+func printStatus(w io.Writer, rep statusReport, rev int64) {
 	at := ""
 	if rev > 0 {
 		at = fmt.Sprintf(" at revision %d or later", rev)

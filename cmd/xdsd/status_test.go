@@ -36,7 +36,7 @@ func TestStatus(t *testing.T) {
 	bad.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"a"}, ResponseNonce: r.Nonce,
 		ErrorDetail: &status.Status{Code: 3, Message: "cluster a: unsupported"}})
 
-	var rep StatusReport
+	var rep statusReport
 	testutil.Eventually(t, "status shows one client synced and one NACKed", func() bool {
 		code, out, _ := runCmd(t, "status", "--admin", adm, "-o", "json")
 		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Summary) != 1 {
