@@ -78,6 +78,12 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 			f.policyFile = extra[i+1]
 		case "--admin-token-file":
 			f.tokenFile = extra[i+1]
+		case "--verify-interval":
+			d, err := time.ParseDuration(extra[i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.verifyInterval = d
 		default:
 			t.Fatalf("startServe: unknown flag %s", extra[i])
 		}

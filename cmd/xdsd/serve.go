@@ -80,6 +80,7 @@ type serveFlags struct {
 	watchInterval       time.Duration
 	maxBatchBytes       int64
 	history             int
+	verifyInterval      time.Duration
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -90,6 +91,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
 	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
+	fs.DurationVar(&f.verifyInterval, "verify-interval", time.Hour, "how often to read the whole store and check it for damage (bolt); damage marks /readyz degraded (0: never)")
 	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
@@ -109,6 +111,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.maxBatchBytes <= 0 {
 		return usagef("--max-batch-bytes %d: want a positive number of bytes", f.maxBatchBytes)
+	}
+	if f.verifyInterval < 0 {
+		return usagef("--verify-interval %v: want a duration of 0 (never) or more", f.verifyInterval)
 	}
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
@@ -138,8 +143,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	reg := newRegistry()
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
+	vh := &verifyHealth{}
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{Limits: f.applyLimits(), Registerer: reg,
-		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh), Owned: watchOwned(st, f.watchDir),
+		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh, vh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Clients:       func() any { return srv.Clients() },
 		Export:        exporter(st),
@@ -155,6 +161,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	verified := make(chan struct{})
+	if c, ok := st.(store.Checker); ok && f.verifyInterval > 0 {
+		go func() { defer close(verified); vh.run(runCtx, c, f.verifyInterval, log) }()
+	} else {
+		close(verified)
+	}
 
 	watched := make(chan struct{})
 	if f.watchDir != "" {
@@ -195,7 +207,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	err = d.wait(ctx)
 	log.Info("shutting down")
 	cancel()
-	<-watched // no sync may run into the closed store
+	<-watched  // no sync may run into the closed store
+	<-verified // nor a check
 	d.stop(srv.Close)
 	return err
 }
@@ -203,9 +216,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 // degraded joins the watched directory's trouble with the store's: an
 // etcd store that cannot reach etcd keeps serving what it holds, and
 // /readyz says so.
-func degraded(st store.Store, wh *watchHealth) func() string {
+func degraded(st store.Store, wh *watchHealth, vh *verifyHealth) func() string {
 	return func() string {
 		var why []string
+		if d := vh.degraded(); d != "" {
+			why = append(why, d)
+		}
 		if u, ok := st.(interface{ Unreachable() string }); ok {
 			if r := u.Unreachable(); r != "" {
 				why = append(why, r)
@@ -285,4 +301,52 @@ func watchOwned(st store.Store, dir string) func(context.Context) (map[resource.
 	return func(ctx context.Context) (map[resource.Key]string, error) {
 		return origin.Owned(ctx, st, dir)
 	}
+}
+
+// verifyHealth keeps the outcome of the last background check of the
+// store: pages overwritten behind the server's back would otherwise go
+// unnoticed until the next start refused the file, while backups copied
+// the damage.
+type verifyHealth struct {
+	mu      sync.Mutex
+	damaged string // the last check's error, "" when it passed
+}
+
+// run checks the store every interval until ctx ends.
+func (v *verifyHealth) run(ctx context.Context, c store.Checker, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		err := c.Check(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		v.mu.Lock()
+		was := v.damaged
+		v.damaged = ""
+		if err != nil {
+			v.damaged = err.Error()
+		}
+		v.mu.Unlock()
+		switch {
+		case err != nil:
+			log.Error("store check found damage; serving what is loaded, /readyz degraded", "error", err)
+		case was != "":
+			log.Info("store check passed again", "took", time.Since(start).Round(time.Millisecond))
+		default:
+			log.Debug("store checked", "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
+
+func (v *verifyHealth) degraded() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.damaged
 }

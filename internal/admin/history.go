@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -378,13 +379,33 @@ func (a *api) backup(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Xdsd-Backup-Format", "bolt")
 	w.Header().Set("Trailer", "X-Xdsd-Revision")
-	rev, err := backup(r.Context(), w)
+	cw := &countingWriter{w: w}
+	rev, err := backup(r.Context(), cw)
 	if err != nil {
-		// The status is sent; the missing trailer tells the client the
-		// copy is incomplete.
 		a.o.Logger.Error("backup failed", "error", err)
+		if cw.n == 0 {
+			// Nothing sent yet (a damaged store is found before the
+			// copy starts): an error, not a 200 with a broken copy.
+			w.Header().Del("Trailer")
+			w.Header().Del("X-Xdsd-Backup-Format")
+			writeError(w, http.StatusInternalServerError, fmt.Errorf("backup: %w", err))
+		}
+		// Otherwise the status is sent; the missing trailer tells the
+		// client the copy is incomplete.
 		return
 	}
 	w.Header().Set("X-Xdsd-Revision", strconv.FormatInt(rev, 10))
 	a.o.Logger.Info("backup written", "revision", rev, "from", r.RemoteAddr)
+}
+
+// countingWriter counts what has been written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

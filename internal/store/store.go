@@ -48,6 +48,14 @@ type Store interface {
 	Close() error
 }
 
+// Checker is a store that can verify its own contents while it serves
+// (bolt does).
+type Checker interface {
+	// Check reads the whole store and reports damage: what would make a
+	// restart refuse it, or a backup of it useless.
+	Check(ctx context.Context) error
+}
+
 // Stager is a store that can write a batch's payloads while the batch is
 // still being read, so that its Apply has less left to do (bolt does).
 type Stager interface {

@@ -20,7 +20,9 @@ import (
 // committed revision, which is returned. The copy is itself a store file
 // (open it, Verify it, or Restore it).
 func (s *Store) Backup(ctx context.Context, w io.Writer) (rev int64, err error) {
-	if err := s.open(); err != nil {
+	// A copy of a damaged file is no backup: verify it first, so that a
+	// damaged store fails the backup before a byte is written.
+	if err := s.Check(ctx); err != nil {
 		return 0, err
 	}
 	err = guard(func() error {
@@ -31,6 +33,34 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (rev int64, err error) 
 		})
 	})
 	return rev, err
+}
+
+// Check verifies the live file as Open does at start: both meta pages,
+// every page reachable, every record and body decoding and passing its
+// checksum. It reads in a read transaction, beside applies; only the two
+// meta pages are read under the lock that serializes commits, so that a
+// commit in progress is never mistaken for damage. Pages overwritten
+// behind the process's back show here (the file is mapped shared), not
+// only at the next start: a server runs it every --verify-interval and
+// before each backup.
+func (s *Store) Check(ctx context.Context) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path := s.db.Path()
+	s.mu.Lock()
+	err := checkMetaPages(path)
+	s.mu.Unlock()
+	if err == nil {
+		err = guard(func() error { return walk(s.db, path) })
+	}
+	if err != nil {
+		return fmt.Errorf("store %s: damaged: %w (restore a backup: xdsd restore)", path, err)
+	}
+	return nil
 }
 
 // ctxWriter stops a long copy when its context ends.
