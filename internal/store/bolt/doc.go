@@ -6,4 +6,12 @@
 // Apply). The file's layout is versioned (format): older layouts are read
 // and upgraded on open, newer ones refused. It must not import db,
 // protocol, client or the roles.
+//
+// Its files, one job each: bolt.go (Store, its buckets, Open and Close),
+// check.go (what Open checks of a file), format.go (the layout version and
+// upgrades), record.go (variant records and bodies), keylist.go (the key
+// lists of log entries and revision records), apply.go (Apply),
+// staging.go (bodies written ahead of a commit), history.go (undo
+// records, Revisions, StateAt), revision.go (the revision record codec),
+// changes.go (Changes), backup.go (Backup, Verify).
 package bolt

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sync"
 
-	"go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/xdsd/xdsd/internal/store"
@@ -325,4 +325,117 @@ func (sd *stagedAhead) without(vs []*resource.Variant) []*resource.Variant {
 		}
 	}
 	return out
+}
+
+// Apply's own staging: a batch over Options.StageBytes that was not
+// staged while it was read has the bodies of its new keys written by Apply
+// in steps under the revision it will commit (keyStaged), before the
+// transaction that commits the records.
+
+// stageHook, when set (by tests), is called after each transaction of
+// staged bodies.
+var stageHook func(n int)
+
+// stage writes the bodies of a batch's puts (in key order) for revision
+// rev, in transactions of about s.stageBytes, the first of which records
+// that revision rev is being staged.
+func (s *Store) stage(ctx context.Context, rev int64, puts []*resource.Variant) error {
+	ref := u64(uint64(rev))
+	for i, n := 0, 0; i < len(puts); n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			if n == 0 {
+				if err := tx.Bucket(bucketMeta).Put(keyStaged, ref); err != nil {
+					return err
+				}
+			}
+			bodies := tx.Bucket(bucketBody)
+			bodies.FillPercent = 1
+			for size := 0; i < len(puts) && size < s.stageBytes; i++ {
+				v := puts[i]
+				if v.Size() == 0 {
+					continue // kept in its record
+				}
+				if err := bodies.Put(bodyKey(resKey(v.Key()), ref), v.Body()); err != nil {
+					return err
+				}
+				size += v.Size()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if stageHook != nil {
+			stageHook(n)
+		}
+	}
+	return nil
+}
+
+// newPuts returns those of puts, in key order, whose key the store does
+// not hold, reading the records beside them in order.
+func (s *Store) newPuts(puts []*resource.Variant) ([]*resource.Variant, error) {
+	var news []*resource.Variant
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketRes).Cursor()
+		at, _ := c.First()
+		for _, v := range puts {
+			k := resKey(v.Key())
+			if at != nil && bytes.Compare(at, k) < 0 {
+				at, _ = c.Seek(k)
+			}
+			if at == nil || !bytes.Equal(at, k) {
+				news = append(news, v)
+			}
+		}
+		return nil
+	})
+	return news, err
+}
+
+// notIn returns the variants of a whose keys are not those of b's; both
+// are in key order (sortPuts), and b's keys are some of a's.
+func notIn(a, b []*resource.Variant) []*resource.Variant {
+	if len(b) == 0 {
+		return a
+	}
+	var out []*resource.Variant
+	j := 0
+	for _, v := range a {
+		for j < len(b) && store.CompareKeys(b[j].Key(), v.Key()) < 0 {
+			j++
+		}
+		if j < len(b) && store.CompareKeys(b[j].Key(), v.Key()) == 0 {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// unstage removes what was staged for revision rev, after err (returned,
+// joined with any failure of the removal; Open removes what is left).
+func (s *Store) unstage(rev int64, err error) error {
+	uerr := s.db.Update(func(tx *bbolt.Tx) error { return dropStaged(tx, rev) })
+	if uerr != nil {
+		uerr = fmt.Errorf("removing the bodies staged for revision %d (the next open removes them): %w", rev, uerr)
+	}
+	return errors.Join(err, uerr)
+}
+
+// dropStaged removes the bodies staged for revision rev, which no record
+// refers to, and the mark that they are there.
+func dropStaged(tx *bbolt.Tx, rev int64) error {
+	ref := u64(uint64(rev))
+	bodies := tx.Bucket(bucketBody)
+	c := bodies.Cursor()
+	for k, _ := c.Seek(ref); k != nil && bytes.HasPrefix(k, ref); k, _ = c.Seek(ref) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketMeta).Delete(keyStaged)
 }

@@ -1,0 +1,202 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"runtime/debug"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// The checks Open makes of a file before it serves from it: both meta
+// pages valid, the file as long as it says, every record and body readable
+// and passing its checksum; and guard, which turns bbolt's panics on a
+// damaged page into errors.
+
+// checkMetaPages validates both of bbolt's meta pages (the file's first
+// two pages: magic, version, checksum). bbolt opens a file whose newer
+// meta page is damaged at the older one — its previous transaction —
+// silently losing the last committed batch; xdsd refuses such a file
+// instead, so that no acknowledged write is lost without a word.
+// (bbolt writes the meta page last, after syncing the data, so a process
+// killed mid-commit leaves both valid.)
+func checkMetaPages(path string) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil // a new store
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	const headerSize, metaSize, magic, version = 16, 56, 0xED0CDAED, 2 // metaSize: the fields before the checksum
+	read := func(off int64) ([]byte, error) {
+		b := make([]byte, headerSize+metaSize+8)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return nil, err
+		}
+		return b[headerSize:], nil
+	}
+	valid := func(m []byte) bool {
+		h := fnv.New64a()
+		h.Write(m[:metaSize])
+		return binary.LittleEndian.Uint32(m[0:]) == magic && binary.LittleEndian.Uint32(m[4:]) == version &&
+			binary.LittleEndian.Uint64(m[metaSize:]) == h.Sum64()
+	}
+	m0, err := read(0)
+	if err != nil {
+		return nil // too short to be a store: bbolt says so
+	}
+	v0, v1 := valid(m0), false
+	if v0 {
+		m1, err := read(int64(binary.LittleEndian.Uint32(m0[8:])))
+		if err != nil {
+			return nil
+		}
+		v1 = valid(m1)
+	} else {
+		// Meta page 1 is one page in, and the page size is on the page
+		// that is damaged: every size a file may have been made with
+		// (the system's, or Options.PageSize) is tried, as bbolt does.
+		for ps := int64(1 << 10); ps <= 1<<16 && !v1; ps <<= 1 {
+			m1, err := read(ps)
+			v1 = err == nil && valid(m1) && int64(binary.LittleEndian.Uint32(m1[8:])) == ps
+		}
+	}
+	switch {
+	case v0 == v1:
+		return nil // both good, or no bolt file at all (bbolt says so)
+	case !v0:
+		return errors.New("meta page 0 is damaged: opening at the other would go back to an earlier transaction and lose committed batches; restore a backup")
+	default:
+		return errors.New("meta page 1 is damaged: opening at the other would go back to an earlier transaction and lose committed batches; restore a backup")
+	}
+}
+
+// walk checks the file is as long as its meta page says, and reads every
+// key and value of every bucket.
+func walk(db *bbolt.DB, path string) error {
+	return db.View(func(tx *bbolt.Tx) error {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if tx.Size() > fi.Size() {
+			return fmt.Errorf("truncated: %d bytes, %d expected", fi.Size(), tx.Size())
+		}
+		var visit func(b *bbolt.Bucket, depth int) error
+		visit = func(b *bbolt.Bucket, depth int) error {
+			if depth > 8 {
+				return errors.New("buckets nested too deep")
+			}
+			return b.ForEach(func(k, v []byte) error {
+				if v == nil {
+					if nb := b.Bucket(k); nb != nil {
+						return visit(nb, depth+1)
+					}
+				}
+				return nil
+			})
+		}
+		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return visit(b, 0) }); err != nil {
+			return err
+		}
+		// Every stored variant, current or kept for history, decodes and
+		// passes its checksum, and so does every revision record.
+		bodies := tx.Bucket(bucketBody)
+		// A file of format 2, not yet upgraded, keeps a body under its
+		// record's key then its reference.
+		bkey, split := bodyKey, func(bk []byte) (k, ref []byte) { return bk[8:], bk[:8] }
+		if m := tx.Bucket(bucketMeta); m != nil && getU64(m.Get(keyFormat)) == 2 {
+			bkey = func(k, ref []byte) []byte { return append(append([]byte(nil), k...), ref...) }
+			split = func(bk []byte) (k, ref []byte) { return bk[:len(bk)-8], bk[len(bk)-8:] }
+		}
+		getVariant := func(bodies *bbolt.Bucket, key resource.Key, k, rec []byte) (*resource.Variant, error) {
+			return getVariantAt(bodies, bkey, key, k, rec)
+		}
+		kept := map[string]bool{} // bodies undo records refer to
+		if undo := tx.Bucket(bucketUndo); undo != nil {
+			err := undo.ForEach(func(k, v []byte) error {
+				if len(k) < 8 {
+					return fmt.Errorf("corrupt history key %q", k)
+				}
+				key, err := splitKey(k[8:])
+				if err != nil {
+					return err
+				}
+				if _, err = getVariant(bodies, key, k[8:], v); err != nil {
+					return fmt.Errorf("history of revision %d: %w", getU64(k[:8]), err)
+				}
+				if ref := store.BodyRef(v); ref != nil {
+					kept[string(bkey(k[8:], ref))] = true
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if res := tx.Bucket(bucketRes); res != nil {
+			err := res.ForEach(func(k, v []byte) error {
+				key, err := splitKey(k)
+				if err != nil {
+					return err
+				}
+				_, err = getVariant(bodies, key, k, v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if bodies != nil {
+				// Bodies staged for a revision not committed (an apply
+				// in progress when a backup was taken, or stopped by a
+				// crash) are left for Open to remove.
+				staged := tx.Bucket(bucketMeta).Get(keyStaged)
+				steps := tx.Bucket(bucketStaging) // (nil in a file made before it)
+				err := bodies.ForEach(func(k, _ []byte) error {
+					if len(k) < 8 {
+						return fmt.Errorf("corrupt body key %q", k)
+					}
+					rk, ref := split(k)
+					if !bytes.Equal(store.BodyRef(res.Get(rk)), ref) && !bytes.Equal(ref, staged) && !kept[string(k)] &&
+						(steps == nil || steps.Get(ref) == nil) {
+						return fmt.Errorf("a body without its record, under %q", k)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if revs := tx.Bucket(bucketRevs); revs != nil {
+			return revs.ForEach(func(k, v []byte) error {
+				_, err := openRevision(k, v)
+				return err
+			})
+		}
+		return nil
+	})
+}
+
+// guard runs fn, turning a panic — bbolt asserts on damaged pages, and a
+// fault reading a mapped page past a truncated file's end is made a panic
+// here — into an error, so a damaged store never crashes the process.
+func guard(fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("damaged store: %v", r)
+		}
+	}()
+	return fn()
+}
