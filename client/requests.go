@@ -246,6 +246,11 @@ func (ch *channel) node() *corev3.Node {
 	if ch.c.b.Node != nil {
 		n = proto.Clone(ch.c.b.Node).(*corev3.Node)
 	}
+	if n.UserAgentName == "" {
+		// Servers tell their clients' software by it (xdsd's fleet view:
+		// a relay is agent "xdsd", not the gRPC library under it).
+		n.UserAgentName = "xdsd"
+	}
 	// TTLs too, over SotW as well: they come in the wrapped resources.
 	n.ClientFeatures = append(n.ClientFeatures, "xds.config.resource-in-sotw", "xds.config.supports-resource-in-sotw",
 		"xds.config.supports-resource-ttl")

@@ -148,6 +148,7 @@ func (r *Relay) clients() []protocol.Client { return r.proto.Clients() }
 
 func init() {
 	rolehook.RelayClients = func(r any) []protocol.Client { return r.(*Relay).clients() }
+	rolehook.RelayProtocol = func(r any) *protocol.Server { return r.(*Relay).proto }
 	rolehook.RelayGuard = func(o any, g protocol.Guard) any {
 		ro := o.(Options)
 		ro.guard = g

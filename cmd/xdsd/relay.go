@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/rolehook"
 	"github.com/xdsd/xdsd/relay"
 )
@@ -99,6 +100,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
 		Clients:  func() any { return rolehook.RelayClients(r) },
+		Groups:   func(context.Context) ([]fleet.Group, error) { return rolehook.RelayProtocol(r).Groups(), nil },
 		Upstream: func() any { return r.Upstreams() },
 	})))
 	if err != nil {

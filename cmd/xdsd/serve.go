@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
@@ -148,6 +149,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh, vh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Clients:       func() any { return srv.Clients() },
+		Groups:        func(context.Context) ([]fleet.Group, error) { return srv.Protocol().Groups(), nil },
 		Export:        exporter(st),
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
 			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/clientcheck"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/redact"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
@@ -53,6 +54,10 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Clients returns the value /v1/clients shows as JSON.
 	Clients func() any
+	// Groups returns the connected clients by agent and parameter set,
+	// fleet-wide (every live replica's): GET /v1/groups, and what the
+	// checks of client=auto check for.
+	Groups func(ctx context.Context) ([]fleet.Group, error)
 	// Upstream returns the value /v1/upstream shows as JSON (a relay's
 	// upstream streams).
 	Upstream func() any
@@ -122,6 +127,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/apply", gate.admit(a.apply))
 	mux.HandleFunc("DELETE /v1/resources", gate.admit(a.delete))
 	mux.HandleFunc("GET /v1/clients", a.clients)
+	mux.HandleFunc("GET /v1/groups", a.groups)
 	mux.HandleFunc("GET /v1/history", a.history)
 	// The audit trail (who, from where, when, which revision, what
 	// changed) is the history's records, under the name security reviews

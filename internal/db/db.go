@@ -467,6 +467,12 @@ func (d *DB) Rev() int64 {
 // changes with Drain and the contents with Read.
 type Subscriber struct {
 	notify func()
+	// Owner is the party behind the subscriber (a protocol stream), for
+	// the fleet index's readers: who subscribes to a resource is walked
+	// here (Reader.Subscribers), and what each holds and answered is
+	// asked of its owner. Set before the first subscription; read-only
+	// after.
+	Owner any
 
 	mu      sync.Mutex
 	pending map[Changed]struct{}
@@ -697,6 +703,43 @@ func (d *DB) unsubscribe(s *Subscriber, sub Sub) bool {
 		delete(d.tables, sub.Type)
 	}
 	return d.dropInterest(sub.Key)
+}
+
+// Subscribers calls fn once for each subscriber a change of the resource
+// named n reaches — those Update would mark: its subscribers by name, the
+// wildcard subscribers of its type, those of the glob collection holding
+// it, and those of its route configuration's on-demand VHDS names — so
+// that asking who a change concerns costs its subscribers, not every
+// subscriber. seen, when not nil, skips and collects subscribers already
+// met (several names asked in turn).
+func (r *Reader) Subscribers(typeURL, n string, seen map[*Subscriber]bool, fn func(*Subscriber)) {
+	t := r.d.tables[typeURL]
+	if t == nil {
+		return
+	}
+	visit := func(m map[*Subscriber]int) {
+		for s := range m {
+			if seen != nil {
+				if seen[s] {
+					continue
+				}
+				seen[s] = true
+			}
+			fn(s)
+		}
+	}
+	if e := t.entries[n]; e != nil {
+		visit(e.subs)
+	}
+	visit(t.wildcard)
+	if g, ok := InGlob(n); ok && t.globs[g] != nil {
+		visit(t.globs[g].subs)
+	}
+	if t.vhds != nil {
+		if ns := t.vhds[vhdsRouteConfig(n)]; ns != nil {
+			visit(ns.subs)
+		}
+	}
 }
 
 // Read calls fn with a consistent view of the contents: everything fn reads

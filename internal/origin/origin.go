@@ -64,6 +64,10 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // Clients reports the connected streams.
 func (s *Server) Clients() []protocol.Client { return s.proto.Clients() }
 
+// Protocol is the downstream engine, which holds the fleet index (the
+// admin API's readers ask it: groups, who a change concerns).
+func (s *Server) Protocol() *protocol.Server { return s.proto }
+
 // Run loads the store's state into the db and then follows its changes until
 // ctx ends or the store closes. Each store change set reaches the db as one
 // update, so every batch reaches each subscriber whole.

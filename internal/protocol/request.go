@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -41,6 +42,11 @@ func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed b
 		if err := s.claim(s.nodeParams, "node metadata"); err != nil {
 			return nil, false, err
 		}
+	}
+	if s.member == nil {
+		// Counted in the fleet from its first request, under its node's
+		// parameters until it subscribes.
+		s.member = s.srv.fleet.Join(fleet.AgentOf(s.node.GetUserAgentName(), s.userAgent), s.node.GetId(), s.nodeParams)
 	}
 	s.requests++
 	_, existed = s.types[typeURL]
@@ -427,6 +433,12 @@ func (s *stream) apply(c *subChange) {
 	var since int64
 	if s.srv.policy.HonorDoNotCache && len(added) > 0 {
 		since = s.srv.db.Rev()
+	}
+	for _, w := range added {
+		s.srv.fleet.Subscribed(s.member, w.ParamsKey, w.Params, 1)
+	}
+	for _, w := range dropped {
+		s.srv.fleet.Subscribed(s.member, w.ParamsKey, w.Params, -1)
 	}
 	s.mu.Unlock()
 	for _, w := range added {

@@ -21,10 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/mtls"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -46,6 +48,9 @@ type Options struct {
 	// Guard, when set, is the authorization policy streams are held to
 	// (guard.go).
 	Guard Guard
+	// Replica names this process among the replicas that share a store
+	// (etcd); it is reported with each client. "" for a lone server.
+	Replica string
 }
 
 // Server serves a db over every xDS gRPC service.
@@ -58,6 +63,7 @@ type Server struct {
 	memo    memo
 	sets    watchSets
 	metrics *metrics
+	fleet   *fleet.Index
 
 	ids     atomic.Uint64
 	mu      sync.Mutex
@@ -91,7 +97,7 @@ func NewCacheServer(d *db.DB, o Options, p cachepolicy.Policy) *Server {
 		o.Logger = slog.Default()
 	}
 	return &Server{db: d, opts: o, policy: p, log: o.Logger, cache: newBodyCache(o.CacheBytes),
-		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}}
+		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}, fleet: fleet.NewIndex()}
 }
 
 // Register registers the ADS service (SotW and delta) and the per-type
@@ -151,7 +157,7 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	}
 	st := &stream{cancel: cancel,
 		srv: s, ss: ss, delta: delta, fixedType: typeURL,
-		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), started: time.Now(),
+		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), userAgent: userAgent(ctx), started: time.Now(),
 		types:   map[string]*typeState{},
 		limiter: newLimiter(s.opts.RequestRate, s.opts.RequestBurst),
 	}
@@ -159,6 +165,7 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		st.wake = make(chan struct{}, 1)
 	}
 	st.sub = db.NewSubscriber(st.signal)
+	st.sub.Owner = st
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -193,6 +200,15 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		s.log.Debug("stream ended", "stream", st.id, "error", err)
 	}
 	return err
+}
+
+// userAgent is the gRPC user-agent header of a stream ("grpc-go/1.70.0").
+func userAgent(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("user-agent"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // Close ends every stream, so clients reconnect (to another server) at
@@ -316,10 +332,15 @@ type Client struct {
 	ID     uint64 `json:"id"`
 	NodeID string `json:"node_id"`
 	// Identity is the URI SAN of the client's verified certificate.
-	Identity  string            `json:"identity,omitempty"`
-	Cluster   string            `json:"node_cluster,omitempty"`
-	Address   string            `json:"address"`
-	Kind      string            `json:"kind"`
+	Identity string `json:"identity,omitempty"`
+	Cluster  string `json:"node_cluster,omitempty"`
+	Address  string `json:"address"`
+	Kind     string `json:"kind"`
+	// Agent is the client software (fleet.AgentOf): envoy, grpc-go…
+	Agent string `json:"agent"`
+	// Replica names the server replica the stream is connected to ("" for
+	// a lone server).
+	Replica   string            `json:"replica,omitempty"`
 	Connected time.Time         `json:"connected"`
 	Params    map[string]string `json:"node_params,omitempty"`
 	Requests  int               `json:"requests"`
@@ -392,37 +413,76 @@ func (s *Server) Clients() []Client {
 func (st *stream) status() Client {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c := Client{ID: st.id, NodeID: st.node.GetId(), Identity: st.identity, Cluster: st.node.GetCluster(), Address: st.addr,
-		Kind: st.kind(), Connected: st.started, Params: st.nodeParams, Requests: st.requests, Types: []TypeStatus{}, Node: st.node}
+	c := st.header()
 	for _, ts := range st.types {
-		t := TypeStatus{Type: ts.typ.Name, URL: ts.typ.URL, Subscriptions: []Subscription{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,
-			SentAt: timePtr(ts.sentAt), AckedVersion: ts.ackVersion, AckedNonce: ts.ackNonce, AckedAt: timePtr(ts.ackAt),
-			LastNack: ts.nack, Nacks: ts.nacks}
+		t := ts.status(true)
 		for _, w := range ts.ws.sorted {
 			t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.Name, Params: w.Params, Locator: w.Locator})
 		}
-		t.Held = []Held{}
-		for n, h := range ts.held.m {
-			t.Resources += len(h.variants)
-			if h.absent && len(h.variants) == 0 {
-				t.Held = append(t.Held, Held{Name: n, Absent: true})
-			}
-			for _, hv := range h.variants {
-				out := Held{Name: n, Version: hv.version, Variant: hv.v}
-				if hv.v != nil {
-					out.Constraints = hv.v.Constraints.String()
-				}
-				t.Held = append(t.Held, out)
-			}
+		for n := range ts.held.m {
+			t.Held = ts.appendHeld(t.Held, n)
 		}
-		sort.Slice(t.Held, func(i, j int) bool {
-			if t.Held[i].Name != t.Held[j].Name {
-				return t.Held[i].Name < t.Held[j].Name
-			}
-			return t.Held[i].Constraints < t.Held[j].Constraints
-		})
+		sortHeld(t.Held)
 		c.Types = append(c.Types, t)
 	}
 	sort.Slice(c.Types, func(i, j int) bool { return c.Types[i].Type < c.Types[j].Type })
 	return c
+}
+
+// header is a stream's status without its types (st.mu held).
+func (st *stream) header() Client {
+	return Client{ID: st.id, NodeID: st.node.GetId(), Identity: st.identity, Cluster: st.node.GetCluster(), Address: st.addr,
+		Kind: st.kind(), Agent: st.agent(), Replica: st.srv.opts.Replica, Connected: st.started, Params: st.nodeParams, Requests: st.requests,
+		Types: []TypeStatus{}, Node: st.node}
+}
+
+// status is a type's versions and answers, without subscriptions or what
+// it holds; count says to count the resources it holds (the stream's lock
+// held).
+func (ts *typeState) status(count bool) TypeStatus {
+	t := TypeStatus{Type: ts.typ.Name, URL: ts.typ.URL, Subscriptions: []Subscription{}, Held: []Held{}, SentVersion: ts.sentVersion, SentNonce: ts.nonce,
+		SentAt: timePtr(ts.sentAt), AckedVersion: ts.ackVersion, AckedNonce: ts.ackNonce, AckedAt: timePtr(ts.ackAt),
+		LastNack: ts.nack, Nacks: ts.nacks}
+	if count {
+		for _, h := range ts.held.m {
+			t.Resources += len(h.variants)
+		}
+	}
+	return t
+}
+
+// appendHeld adds what the stream holds of name n.
+func (ts *typeState) appendHeld(out []Held, n string) []Held {
+	h, ok := ts.held.m[n]
+	if !ok {
+		return out
+	}
+	if h.absent && len(h.variants) == 0 {
+		out = append(out, Held{Name: n, Absent: true})
+	}
+	for _, hv := range h.variants {
+		o := Held{Name: n, Version: hv.version, Variant: hv.v}
+		if hv.v != nil {
+			o.Constraints = hv.v.Constraints.String()
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func sortHeld(hs []Held) {
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].Name != hs[j].Name {
+			return hs[i].Name < hs[j].Name
+		}
+		return hs[i].Constraints < hs[j].Constraints
+	})
+}
+
+// agent is the stream's client software (s.mu held).
+func (st *stream) agent() string {
+	if st.member != nil {
+		return st.member.Agent
+	}
+	return fleet.AgentOf(st.node.GetUserAgentName(), st.userAgent)
 }

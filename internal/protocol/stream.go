@@ -25,6 +25,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -52,6 +53,7 @@ type stream struct {
 	id        uint64
 	addr      string
 	identity  string // the client certificate's URI SAN (internal/mtls)
+	userAgent string // the gRPC user-agent header: with the node, it tells the agent
 	started   time.Time
 
 	sub *db.Subscriber
@@ -69,10 +71,11 @@ type stream struct {
 	mu         sync.Mutex
 	node       *corev3.Node
 	nodeParams constraint.Params
-	wrap       bool        // SotW client takes wrapped resources
-	ttl        bool        // delta client supports TTLs and heartbeats (§2.7)
-	rechecks   atomic.Bool // a SotW full state has waited for its source (Policy.PendingWait)
-	outs       []out       // collect's result, reused (guarded by mu)
+	member     *fleet.Member // the stream's place in the fleet index, once it has a node
+	wrap       bool          // SotW client takes wrapped resources
+	ttl        bool          // delta client supports TTLs and heartbeats (§2.7)
+	rechecks   atomic.Bool   // a SotW full state has waited for its source (Policy.PendingWait)
+	outs       []out         // collect's result, reused (guarded by mu)
 	types      map[string]*typeState
 	nonces     uint64
 	watchCount int
@@ -286,7 +289,9 @@ func (s *stream) teardown() {
 			subs = append(subs, *w)
 		}
 	}
+	m := s.member
 	s.mu.Unlock()
+	s.srv.fleet.Leave(m)
 	for _, w := range subs {
 		s.srv.db.Unsubscribe(s.sub, w)
 	}

@@ -10,6 +10,10 @@ import "github.com/xdsd/xdsd/internal/protocol"
 // API shows them (set by package relay).
 var RelayClients func(relay any) []protocol.Client
 
+// RelayProtocol returns a *relay.Relay's downstream engine, which holds
+// the fleet index of the clients behind the relay (set by package relay).
+var RelayProtocol func(relay any) *protocol.Server
+
 // RelayGuard returns a relay.Options with the downstream access policy
 // (xdsd relay --policy) set (set by package relay).
 var RelayGuard func(options any, g protocol.Guard) any

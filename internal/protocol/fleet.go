@@ -1,0 +1,143 @@
+package protocol
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/fleet"
+)
+
+// The fleet index's questions (docs/fleet.md). The db knows who
+// subscribes to each resource and its subscribers point at their streams
+// (db.Subscriber.Owner); each stream keeps its own status; the counters of
+// groups live in a fleet.Index. Nothing here walks every stream to answer
+// a question about some resources, and nothing serializes a status.
+
+// Changed names resources by type URL: the question "who does a change of
+// these concern".
+type Changed map[string][]string
+
+// Concerned reports the streams a change of the resources in ch reaches
+// — by name, wildcard, glob collection or on-demand VHDS name — in
+// connection order. Each Client carries only the types of ch, each
+// type's subscriptions that take in a changed name, and what it holds of
+// the changed names: enough to tell whether it subscribes with parameters
+// a variant matches, and what it ACKed or NACKed. The cost is the
+// subscribers of the changed resources, not the fleet.
+func (s *Server) Concerned(ch Changed) []Client {
+	streams := s.subscribers(ch)
+	out := make([]Client, 0, len(streams))
+	for _, st := range streams {
+		out = append(out, st.statusOf(ch))
+	}
+	return out
+}
+
+// subscribers collects the streams subscribed to the resources of ch, in
+// connection order. The db is read first and the streams' locks taken
+// after: a stream reads the db with its lock held.
+func (s *Server) subscribers(ch Changed) []*stream {
+	seen := map[*db.Subscriber]bool{}
+	var streams []*stream
+	s.db.Read(func(r *db.Reader) {
+		for typ, names := range ch {
+			for _, n := range names {
+				r.Subscribers(typ, n, seen, func(sub *db.Subscriber) {
+					if st, ok := sub.Owner.(*stream); ok && st.srv == s {
+						streams = append(streams, st)
+					}
+				})
+			}
+		}
+	})
+	sort.Slice(streams, func(i, j int) bool { return streams[i].id < streams[j].id })
+	return streams
+}
+
+// statusOf is status limited to the types and names of ch.
+func (st *stream) statusOf(ch Changed) Client {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := st.header()
+	for typ, names := range ch {
+		ts := st.types[typ]
+		if ts == nil {
+			continue
+		}
+		t := ts.status(false)
+		for _, w := range ts.ws.sorted {
+			if slices.ContainsFunc(names, w.Covers) {
+				t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.Name, Params: w.Params, Locator: w.Locator})
+			}
+		}
+		for _, n := range names {
+			t.Held = ts.appendHeld(t.Held, n)
+		}
+		sortHeld(t.Held)
+		c.Types = append(c.Types, t)
+	}
+	sort.Slice(c.Types, func(i, j int) bool { return c.Types[i].Type < c.Types[j].Type })
+	return c
+}
+
+// Groups reports the connected streams by agent and parameter set
+// (fleet.Index): counters kept as streams subscribe and go, read without
+// looking at any stream.
+func (s *Server) Groups() []fleet.Group { return s.fleet.Groups() }
+
+// ClientQuery selects streams for a page of the fleet: by node id
+// (a substring), and a window of the matches in connection order.
+type ClientQuery struct {
+	Node   string
+	Offset int
+	Limit  int // 0: all
+}
+
+// ClientPage is one page of streams and how many matched.
+type ClientPage struct {
+	Clients []Client
+	Matched int
+}
+
+// Page reports the streams a query selects. Only the node ids of the
+// streams are looked at to select them; only the selected ones report
+// their status.
+func (s *Server) Page(q ClientQuery) ClientPage {
+	streams := s.sortedStreams()
+	var sel []*stream
+	matched := 0
+	for _, st := range streams {
+		if q.Node != "" && !strings.Contains(st.nodeID(), q.Node) {
+			continue
+		}
+		if matched >= q.Offset && (q.Limit <= 0 || len(sel) < q.Limit) {
+			sel = append(sel, st)
+		}
+		matched++
+	}
+	p := ClientPage{Matched: matched, Clients: make([]Client, 0, len(sel))}
+	for _, st := range sel {
+		p.Clients = append(p.Clients, st.status())
+	}
+	return p
+}
+
+// sortedStreams lists the streams in connection order.
+func (s *Server) sortedStreams() []*stream {
+	s.mu.Lock()
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	sort.Slice(streams, func(i, j int) bool { return streams[i].id < streams[j].id })
+	return streams
+}
+
+func (st *stream) nodeID() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.node.GetId()
+}
