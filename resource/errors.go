@@ -78,7 +78,7 @@ func (l Location) errorf(path, format string, args ...any) *DocError {
 }
 
 // ErrorList is every problem found in a set of documents. It is what Decode
-// and Load return, so that a user sees all bad documents at once.
+// (and files.Load) return, so that a user sees all bad documents at once.
 type ErrorList []*DocError
 
 func (l ErrorList) Error() string {

@@ -7,15 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -334,74 +330,6 @@ func jsonLookalike(source string, data []byte) *DocError {
 	return jsonSyntaxError(source, 0, data, 1, 1)
 }
 
-// Walk reads the documents of a file, of every *.yaml, *.yml and *.json
-// file under a directory (in lexical order, skipping hidden entries), or
-// of standard input when path is "-", calling fn with each valid one as
-// DecodeReader does. It reports every problem of every file, and stops
-// only at fn's error.
-func Walk(path string, fn func(*Document) error) error {
-	if path == "-" {
-		return DecodeReader("-", os.Stdin, Auto, fn)
-	}
-	files, err := SourceFiles(path)
-	if err != nil {
-		return ErrorList{{Source: path, Msg: err.Error()}}
-	}
-	var errs ErrorList
-	for _, f := range files {
-		open := OpenSource
-		if f == path {
-			// Named by the user, it is read whatever it is: a pipe
-			// such as bash's <(...) too.
-			open = func(p string) (*os.File, error) { return os.Open(p) }
-		}
-		file, err := open(f)
-		if err != nil {
-			errs = append(errs, &DocError{Source: f, Msg: err.Error()})
-			continue
-		}
-		err = DecodeReader(f, file, FormatOf(f), fn)
-		file.Close()
-		var (
-			l  ErrorList
-			re *ReadError
-		)
-		switch {
-		case errors.As(err, &l):
-			errs = append(errs, l...)
-		case errors.As(err, &re):
-			errs = append(errs, &DocError{Source: f, Msg: re.Err.Error()})
-		case err != nil:
-			return err // fn's
-		}
-	}
-	return errs.err()
-}
-
-// Load reads documents as Walk does and returns them all. All problems in
-// all files are reported together, each once: the set checks (SetCheck)
-// run once over all the files, not per file and again for the whole.
-func Load(path string) ([]*Document, error) {
-	var (
-		docs []*Document
-		set  SetCheck
-	)
-	err := Walk(path, func(d *Document) error {
-		docs = append(docs, d)
-		set.Add(d)
-		return nil
-	})
-	var errs ErrorList
-	if err != nil && !errors.As(err, &errs) {
-		return nil, err
-	}
-	errs = append(errs, set.Errs()...)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return docs, nil
-}
-
 // Decode parses one source holding YAML documents (separated by ---), a JSON
 // object or a JSON array, each document a bare resource or a wrapper
 // (docs/architecture.md §4.2). It returns every document that is valid and an
@@ -434,95 +362,4 @@ func decodeSet(source string, data []byte, f Format) ([]*Document, error) {
 	}
 	errs = append(errs, set.Errs()...)
 	return docs, errs.err()
-}
-
-// ErrNotRegular is returned by OpenSource for a file that is not a regular
-// file.
-var ErrNotRegular = errors.New("not a regular file")
-
-// OpenSource opens an authoring file found in a directory. Only a regular
-// file (or a symbolic link to one) is opened: a FIFO named *.yaml would
-// block the reader forever, and a device could be endless. Anything else is
-// an error wrapping ErrNotRegular rather than skipped, since the resources
-// the author meant it to hold would silently go missing (and, under
-// --watch, be deleted).
-func OpenSource(path string) (*os.File, error) {
-	// Non-blocking, so that opening a FIFO does not wait for a writer;
-	// the type is checked on what was opened, so a file swapped in
-	// between cannot slip through.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w (%s): only regular files in a directory are read", ErrNotRegular, fileKind(st.Mode()))
-	}
-	return f, nil
-}
-
-// ReadSource reads an authoring file found in a directory, as OpenSource
-// opens it.
-func ReadSource(path string) ([]byte, error) {
-	f, err := OpenSource(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.Type().String()
-}
-
-// SourceFiles lists the authoring files Walk reads for path.
-func SourceFiles(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{path}, nil
-	}
-	var files []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != path && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && IsSourceFile(p) {
-			files = append(files, p)
-		}
-		return nil
-	})
-	sort.Strings(files)
-	return files, err
-}
-
-// IsSourceFile reports whether a file name has an authoring extension.
-func IsSourceFile(p string) bool {
-	switch strings.ToLower(filepath.Ext(p)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/files"
 )
 
 // printDocErrors prints every problem of an invalid input, one per line.
@@ -90,7 +91,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		variants  int
 		resources = map[[2]string]bool{}
 	)
-	err = resource.Walk(*file, func(d *resource.Document) error {
+	err = files.Walk(*file, func(d *resource.Document) error {
 		set.Add(d)
 		if check != nil {
 			check.Add(d)
@@ -233,13 +234,13 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if *force {
 		q.Set("force", "true")
 	}
-	files := []string{"-"}
+	paths := []string{"-"}
 	if *file != "-" {
-		if files, err = resource.SourceFiles(*file); err != nil {
+		if paths, err = files.List(*file); err != nil {
 			return err
 		}
 	}
-	req, err := applyRequest(ac, q, files, *file)
+	req, err := applyRequest(ac, q, paths, *file)
 	if err != nil {
 		return err
 	}
@@ -268,8 +269,8 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 // each file, and this process holds none of them. A single regular file
 // is the body, with its length (the kernel copies it to the socket);
 // several, or a pipe, go one part each of a multipart body.
-func applyRequest(ac *adminClient, q url.Values, files []string, named string) (*http.Request, error) {
-	if len(files) == 1 && files[0] == named && named != "-" {
+func applyRequest(ac *adminClient, q url.Values, paths []string, named string) (*http.Request, error) {
+	if len(paths) == 1 && paths[0] == named && named != "-" {
 		f, err := os.Open(named)
 		if err != nil {
 			return nil, err
@@ -297,7 +298,7 @@ func applyRequest(ac *adminClient, q url.Values, files []string, named string) (
 	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
-	go func() { pw.CloseWithError(writeParts(mw, files, named)) }()
+	go func() { pw.CloseWithError(writeParts(mw, paths, named)) }()
 	req, err := ac.request(http.MethodPost, "/v1/apply?"+q.Encode(), pr)
 	if err != nil {
 		pr.Close()
@@ -312,8 +313,8 @@ var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
 // writeParts writes each file as a part named by its path. The file the
 // user named is read whatever it is (a pipe such as bash's <(...) too);
 // those found in a directory only if they are regular files.
-func writeParts(mw *multipart.Writer, files []string, named string) error {
-	for _, f := range files {
+func writeParts(mw *multipart.Writer, paths []string, named string) error {
+	for _, f := range paths {
 		var (
 			r   io.ReadCloser
 			err error
@@ -324,7 +325,7 @@ func writeParts(mw *multipart.Writer, files []string, named string) error {
 		case f == named:
 			r, err = os.Open(f)
 		default:
-			r, err = resource.OpenSource(f)
+			r, err = files.Open(f)
 		}
 		if err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/files"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -199,7 +200,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestServeApplyDelete(t *testing.T) {
 	_, adm := startServe(t)
-	docs, err := resource.Load("../../examples")
+	docs, err := files.Load("../../examples")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/files"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -16,7 +17,7 @@ import (
 // example names ports 50061–50064; the demo's backends run on free ports),
 // and serves it over xDS on a free loopback port.
 func serve(ctx context.Context, dir string, backends map[string]int, log *slog.Logger) (string, func(), error) {
-	docs, err := resource.Load(dir)
+	docs, err := files.Load(dir)
 	if err != nil {
 		return "", nil, err
 	}

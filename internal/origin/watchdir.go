@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/files"
 )
 
 // DirWatcher keeps a store in step with a directory of authoring files
@@ -164,16 +165,16 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 		}
 		w.key = k
 	}
-	files, err := resource.SourceFiles(w.Dir)
+	paths, err := files.List(w.Dir)
 	if err != nil {
 		return store.Result{}, false, err
 	}
 	h := sha256.New()
-	for _, f := range files {
+	for _, f := range paths {
 		io.WriteString(h, f)
 		h.Write([]byte{0})
-		data, err := resource.ReadSource(f)
-		if errors.Is(err, resource.ErrNotRegular) {
+		data, err := files.Read(f)
+		if errors.Is(err, files.ErrNotRegular) {
 			// Load reports it, naming the file; it is not retried until
 			// the directory changes.
 			h.Write([]byte("not regular"))
@@ -194,7 +195,7 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 	if w.tried && sum == w.sum {
 		return store.Result{}, false, nil
 	}
-	docs, err := resource.Load(w.Dir)
+	docs, err := files.Load(w.Dir)
 	if err != nil {
 		// Invalid content is not retried until it changes; a failure of
 		// the store below is, on the next round.

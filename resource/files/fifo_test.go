@@ -1,6 +1,6 @@
 //go:build unix
 
-package resource
+package files
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestLoadDirWithFIFO(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("Load: %v\nwant %s", err, want)
 	}
-	if _, err := ReadSource(fifo); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("ReadSource: %v, want ErrNotRegular", err)
+	if _, err := Read(fifo); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Read: %v, want ErrNotRegular", err)
 	}
 }
