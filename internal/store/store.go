@@ -287,110 +287,168 @@ func (e *BatchError) Unwrap() []error { return e.Problems }
 // leaves a resource whose variants violate TP2's rules, or sets a metadata
 // key that is empty or longer than MaxMetaKey.
 func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
-	type group struct{ typ, name string }
-	var (
-		p        Plan
-		problems []error
-		order    = make([]group, 0, len(b.Puts))
-		puts     = make(map[group][]*resource.Variant, len(b.Puts))
-	)
-	for k, v := range b.Meta {
+	pl := &planner{r: r, b: b, rev: rev, same: (*resource.Variant).SameContent}
+	if cc, ok := r.(ContentComparer); ok {
+		pl.same = cc.SameContent
+	}
+	pl.meta()
+	pl.groupPuts()
+	if err := pl.puts(); err != nil {
+		return Plan{}, err
+	}
+	if err := pl.deletes(); err != nil {
+		return Plan{}, err
+	}
+	pl.checkVariants()
+	if len(pl.problems) > 0 {
+		sort.Slice(pl.problems, func(i, j int) bool { return pl.problems[i].Error() < pl.problems[j].Error() })
+		return Plan{}, &BatchError{Problems: pl.problems}
+	}
+	return pl.p, nil
+}
+
+// planner is MakePlan's work in progress, step by step: the batch's
+// metadata, its puts grouped by resource, what they change, its deletes,
+// and the TP2 check of every resource left with several variants.
+type planner struct {
+	r    Reader
+	b    Batch
+	rev  int64
+	same func(old, v *resource.Variant) bool // ContentComparer's, or the variants'
+
+	p        Plan
+	problems []error
+	// The batch's puts by resource, and the resources in batch order.
+	order   []group
+	grouped map[group][]*resource.Variant
+	// What each resource holds after the batch, where checkVariants
+	// needs it: a resource left with several variants (the puts of one
+	// that is deleted as well are a problem of their own).
+	final map[group][]*resource.Variant
+}
+
+// group names a resource: its variants are checked together.
+type group struct{ typ, name string }
+
+// meta takes the batch's metadata, refusing keys that are empty or longer
+// than MaxMetaKey.
+func (pl *planner) meta() {
+	for k, v := range pl.b.Meta {
 		if k == "" || len(k) > MaxMetaKey {
-			problems = append(problems, fmt.Errorf("metadata key of %d bytes (want 1 to %d)", len(k), MaxMetaKey))
+			pl.problems = append(pl.problems, fmt.Errorf("metadata key of %d bytes (want 1 to %d)", len(k), MaxMetaKey))
 			continue
 		}
-		if p.Meta == nil {
-			p.Meta = make(map[string][]byte, len(b.Meta))
+		if pl.p.Meta == nil {
+			pl.p.Meta = make(map[string][]byte, len(pl.b.Meta))
 		}
 		if len(v) == 0 {
-			p.Meta[k] = nil
+			pl.p.Meta[k] = nil
 		} else {
-			p.Meta[k] = bytes.Clone(v)
+			pl.p.Meta[k] = bytes.Clone(v)
 		}
 	}
-	for _, v := range b.Puts {
+}
+
+// groupPuts groups the batch's puts by resource, refusing a variant
+// without type or name, a name with a NUL, and a variant given twice.
+func (pl *planner) groupPuts() {
+	pl.order = make([]group, 0, len(pl.b.Puts))
+	pl.grouped = make(map[group][]*resource.Variant, len(pl.b.Puts))
+	for _, v := range pl.b.Puts {
 		if v == nil || v.Type == nil || v.Name == "" {
-			problems = append(problems, errors.New("a variant without type or name"))
+			pl.problems = append(pl.problems, errors.New("a variant without type or name"))
 			continue
 		}
 		if strings.IndexByte(v.Name, 0) >= 0 {
-			problems = append(problems, fmt.Errorf("name %q holds a NUL byte", v.Name))
+			pl.problems = append(pl.problems, fmt.Errorf("name %q holds a NUL byte", v.Name))
 			continue
 		}
 		// (A variant given twice is found among its resource's, which
 		// are few: a map of every key took 8 MB for 100,000 resources.)
 		g := group{v.Type.URL, v.Name}
-		vs, ok := puts[g]
+		vs, ok := pl.grouped[g]
 		if !ok {
-			order = append(order, g)
+			pl.order = append(pl.order, g)
 		}
 		if slices.ContainsFunc(vs, func(o *resource.Variant) bool { return o.Constraints.Key() == v.Constraints.Key() }) {
-			problems = append(problems, fmt.Errorf("%s is given twice", v.Key()))
+			pl.problems = append(pl.problems, fmt.Errorf("%s is given twice", v.Key()))
 			continue
 		}
-		puts[g] = append(vs, v)
+		pl.grouped[g] = append(vs, v)
 	}
-	same := (*resource.Variant).SameContent
-	if cc, ok := r.(ContentComparer); ok {
-		same = cc.SameContent
-	}
-	// What each resource holds after the batch, where the checks below
-	// need it: a resource left with several variants (the puts of one
-	// that is deleted as well are a problem of their own).
-	final := map[group][]*resource.Variant{}
-	for _, g := range order {
-		old, err := r.Variants(g.typ, g.name)
+}
+
+// puts plans each resource the batch puts, in batch order: a put equal
+// to the stored variant keeps it (and its version), a changed or new one
+// gets version rev, and a stored variant the batch does not put again is
+// deleted.
+func (pl *planner) puts() error {
+	pl.final = map[group][]*resource.Variant{}
+	for _, g := range pl.order {
+		old, err := pl.r.Variants(g.typ, g.name)
 		if err != nil {
-			return Plan{}, err
+			return err
 		}
-		var oldBy map[string]*resource.Variant // (nil, read as empty, for a new resource)
-		if len(old) > 0 {
-			oldBy = make(map[string]*resource.Variant, len(old))
-		}
-		for _, o := range old {
-			oldBy[o.Constraints.Key()] = o
-		}
-		var next []*resource.Variant
-		for _, v := range puts[g] {
-			ck := v.Constraints.Key()
-			if o, ok := oldBy[ck]; ok && same(o, v) {
-				next = append(next, o) // unchanged: keeps its version
-				delete(oldBy, ck)
-				continue
-			}
-			if o, ok := oldBy[ck]; ok {
-				p.prev(r, o)
-			}
-			delete(oldBy, ck)
-			nv := v
-			if b.Owned {
-				v.Version = Version(rev, ck)
-			} else {
-				nv = v.WithVersion(Version(rev, ck))
-			}
-			next = append(next, nv)
-			p.Puts = append(p.Puts, nv)
-		}
-		for _, o := range sortedVariants(oldBy) {
-			p.Deletes = append(p.Deletes, o.Key())
-			p.prev(r, o)
-		}
-		if len(next) > 1 {
-			final[g] = next
+		if next := pl.putResource(old, pl.grouped[g]); len(next) > 1 {
+			pl.final[g] = next
 		}
 	}
-	deleted := map[resource.Key]bool{}
-	for _, d := range b.Deletes {
-		g := group{d.Type, d.Name}
-		if _, ok := puts[g]; ok {
-			problems = append(problems, fmt.Errorf("%s %s is both put and deleted", d.Type, d.Name))
+	return nil
+}
+
+// putResource plans the puts of one resource over its stored variants
+// old, and returns its variants after the batch.
+func (pl *planner) putResource(old, puts []*resource.Variant) []*resource.Variant {
+	var oldBy map[string]*resource.Variant // (nil, read as empty, for a new resource)
+	if len(old) > 0 {
+		oldBy = make(map[string]*resource.Variant, len(old))
+	}
+	for _, o := range old {
+		oldBy[o.Constraints.Key()] = o
+	}
+	var next []*resource.Variant
+	for _, v := range puts {
+		ck := v.Constraints.Key()
+		if o, ok := oldBy[ck]; ok && pl.same(o, v) {
+			next = append(next, o) // unchanged: keeps its version
+			delete(oldBy, ck)
 			continue
 		}
-		old, ok := final[g]
+		if o, ok := oldBy[ck]; ok {
+			pl.p.prev(pl.r, o)
+		}
+		delete(oldBy, ck)
+		nv := v
+		if pl.b.Owned {
+			v.Version = Version(pl.rev, ck)
+		} else {
+			nv = v.WithVersion(Version(pl.rev, ck))
+		}
+		next = append(next, nv)
+		pl.p.Puts = append(pl.p.Puts, nv)
+	}
+	for _, o := range sortedVariants(oldBy) {
+		pl.p.Deletes = append(pl.p.Deletes, o.Key())
+		pl.p.prev(pl.r, o)
+	}
+	return next
+}
+
+// deletes plans the batch's deletes, refusing one of a resource the batch
+// also puts.
+func (pl *planner) deletes() error {
+	deleted := map[resource.Key]bool{}
+	for _, d := range pl.b.Deletes {
+		g := group{d.Type, d.Name}
+		if _, ok := pl.grouped[g]; ok {
+			pl.problems = append(pl.problems, fmt.Errorf("%s %s is both put and deleted", d.Type, d.Name))
+			continue
+		}
+		old, ok := pl.final[g]
 		if !ok {
 			var err error
-			if old, err = r.Variants(d.Type, d.Name); err != nil {
-				return Plan{}, err
+			if old, err = pl.r.Variants(d.Type, d.Name); err != nil {
+				return err
 			}
 		}
 		var keep []*resource.Variant
@@ -398,15 +456,21 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 			k := o.Key()
 			if (d.All || k.Constraints == d.Constraints) && !deleted[k] {
 				deleted[k] = true
-				p.Deletes = append(p.Deletes, k)
-				p.prev(r, o)
+				pl.p.Deletes = append(pl.p.Deletes, k)
+				pl.p.prev(pl.r, o)
 				continue
 			}
 			keep = append(keep, o)
 		}
-		final[g] = keep
+		pl.final[g] = keep
 	}
-	for g, vs := range final {
+	return nil
+}
+
+// checkVariants refuses every resource left with variants that break
+// TP2's rules (constraint.ValidateVariants).
+func (pl *planner) checkVariants() {
+	for g, vs := range pl.final {
 		if len(vs) < 2 {
 			continue
 		}
@@ -419,14 +483,9 @@ func MakePlan(r Reader, b Batch, rev int64) (Plan, error) {
 			cv[i] = constraint.Variant{ID: strconv.Quote(id), Constraints: v.Constraints}
 		}
 		if err := constraint.ValidateVariants(cv); err != nil {
-			problems = append(problems, fmt.Errorf("%s %s: %w", resource.ForURL(g.typ).Name, g.name, err))
+			pl.problems = append(pl.problems, fmt.Errorf("%s %s: %w", resource.ForURL(g.typ).Name, g.name, err))
 		}
 	}
-	if len(problems) > 0 {
-		sort.Slice(problems, func(i, j int) bool { return problems[i].Error() < problems[j].Error() })
-		return Plan{}, &BatchError{Problems: problems}
-	}
-	return p, nil
 }
 
 func (p *Plan) prev(r Reader, o *resource.Variant) {
