@@ -414,73 +414,35 @@ func appendNew(list []string, add ...string) []string {
 	return list
 }
 
-// desire computes what the client should hold: for every watch, or (when
-// only is non-nil) only for the names in only. hidden, if set, names what
-// the policy denies the client: answered as if it did not exist.
-func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAll, ttl, honorDNC bool, hidden func(string) bool) *want {
-	w := &want{absent: map[string]bool{}, globs: map[string]bool{}}
-	typeURL := ts.typ.URL
-	denied := func(v *resource.Variant) bool { return v != nil && hidden != nil && hidden(v.Name) }
-	add := func(v *resource.Variant, wt *db.Sub, alias string) {
-		if denied(v) {
-			return
-		}
-		if honorDNC && v.DoNotCache && wt.Kind == db.Named && r.ChangedAt(typeURL, v.Name) <= ts.sinceOf(wt) {
-			// A copy fetched for this subscription is on its way: until it
-			// comes, nothing is said of the name (a SotW full state waits).
-			// (A wildcard or glob cannot fetch one member afresh; its
-			// subscribers get the cached copy.)
-			w.pending = true
-			mark(&w.pendingNames, v.Name)
-			return
-		}
-		it := item{v: v, name: v.Name, tp2: wt.Locator, wrap: wt.Locator || wrapAll, ttl: ttl && v.TTL > 0}
-		if wrapAll {
-			// A SotW client that takes wrapped resources is sent the
-			// constraints too (docs/architecture.md §4.5).
-			it.tp2 = true
-		}
-		if alias != "" {
-			it.aliases = []string{alias}
-		}
-		it.forced = ts.forced(wt, it.name) || (alias != "" && ts.forced(wt, alias))
-		w.add(it)
-	}
-	covers := func(n string) bool {
-		if only == nil {
-			return true
-		}
-		_, ok := only[n]
-		return ok
-	}
-	// A change looks only at the watches that cover its names, in a fixed
-	// order, so identical streams compute identical responses.
-	watches := ts.ws.sorted
-	var onlyNames []string
-	if only != nil {
-		onlyNames = make([]string, 0, len(only))
-		for n := range only {
-			onlyNames = append(onlyNames, n)
-		}
-		sort.Strings(onlyNames)
-		watches = append([]*db.Sub(nil), ts.ws.special...)
-		for _, n := range onlyNames {
-			watches = append(watches, ts.ws.byName[n]...)
-		}
-	}
-	// full says a wildcard or glob watch is looked at whole: on a full
-	// computation, or when its own name changed (a cache learned that the
-	// source answered it, possibly with nothing).
-	full := func(wt *db.Sub) bool {
-		if only == nil {
-			return true
-		}
-		_, ok := only[wt.Name]
-		return ok
-	}
-	for _, wt := range watches {
+// intent is how a stream asks desire for what its client should hold.
+type intent struct {
+	// only, when non-nil, limits the computation to these names (and the
+	// wildcard and glob watches named by them); nil is every watch.
+	only map[string]struct{}
+	// sotw: the stream is State of the World, where on-demand VHDS
+	// watches are plain named ones.
+	sotw bool
+	// wrapAll: every resource goes wrapped, with its constraints (a SotW
+	// client that takes wrapped resources).
+	wrapAll bool
+	// ttl: resources with a TTL are sent with it.
+	ttl bool
+	// honorDNC: a do_not_cache resource a named watch asked for is not
+	// sent from the cache, but waited for (db.Reader.ChangedAt).
+	honorDNC bool
+	// hidden, if set, names what the policy denies the client: answered
+	// as if it did not exist.
+	hidden func(string) bool
+}
+
+// desire computes what the client should hold: for every watch, or only
+// for in.only's names.
+func (ts *typeState) desire(r *db.Reader, in intent) *want {
+	d := &desirer{ts: ts, r: r, in: in, typeURL: ts.typ.URL,
+		w: &want{absent: map[string]bool{}, globs: map[string]bool{}}}
+	for _, wt := range d.watches() {
 		k := wt.Kind
-		if k == db.VHDS && sotw {
+		if k == db.VHDS && in.sotw {
 			// On-demand VHDS is delta only (docs/protocol.md §5.1): its answers
 			// need aliases, and a not-found one has no payload, which SotW
 			// cannot carry. SotW asks for virtual hosts by name.
@@ -488,77 +450,177 @@ func (ts *typeState) desire(r *db.Reader, only map[string]struct{}, sotw, wrapAl
 		}
 		switch k {
 		case db.AllOfType:
-			if typeURL == resource.VirtualHostURL {
-				// On-demand VHDS: the wildcard (namespace) subscription's base
-				// set is empty; base virtual hosts come inline in the route
-				// configuration (README "On-demand VHDS").
-				continue
-			}
-			if !r.Known(*wt) {
-				w.pending, w.pendingWildcard = true, true
-				continue
-			}
-			if full(wt) {
-				r.All(typeURL, wt.Params, func(v *resource.Variant) { add(v, wt, "") })
-				continue
-			}
-			for _, n := range onlyNames {
-				if v := r.Get(typeURL, n, wt.Params); v != nil {
-					add(v, wt, "")
-				}
-			}
+			d.allOfType(wt)
 		case db.Glob:
-			found := false
-			forced := ts.forced(wt, wt.Name)
-			if full(wt) || forced {
-				r.GlobMembers(typeURL, wt.Name, wt.Params, func(v *resource.Variant) { add(v, wt, ""); found = true })
-				switch {
-				case found:
-				case r.Known(*wt):
-					w.globs[wt.Name] = forced
-				default:
-					w.pending = true
-					mark(&w.pendingGlobs, wt.Name)
-				}
-				continue
-			}
-			for _, n := range onlyNames {
-				if g, ok := db.InGlob(n); ok && g == wt.Name {
-					if v := r.Get(typeURL, n, wt.Params); v != nil {
-						add(v, wt, "")
-					}
-				}
-			}
+			d.glob(wt)
 		case db.VHDS:
-			if v := r.ResolveVirtualHost(wt.Name, wt.Params); v != nil && !denied(v) {
-				add(v, wt, wt.Name)
-			} else if denied(v) || r.Known(*wt) {
-				w.add(item{name: wt.Name, aliases: []string{wt.Name}, forced: ts.forced(wt, wt.Name)})
-			} else {
-				w.pending = true
-			}
+			d.vhds(wt)
 		default:
-			if !covers(wt.Name) && !ts.forced(wt, wt.Name) {
-				continue
-			}
-			if v := r.Get(typeURL, wt.Name, wt.Params); v != nil && !denied(v) {
-				add(v, wt, "")
-			} else if denied(v) || r.Known(*wt) {
-				forced := ts.forced(wt, wt.Name)
-				w.absent[wt.Name] = w.absent[wt.Name] || forced
-				if wt.Locator {
-					if w.noMatch == nil {
-						w.noMatch = map[string][]noMatch{}
-					}
-					w.noMatch[wt.Name] = append(w.noMatch[wt.Name], noMatch{wt.Params, forced})
-				}
-			} else {
-				w.pending = true
-				mark(&w.pendingNames, wt.Name)
+			d.named(wt)
+		}
+	}
+	return d.w
+}
+
+// desirer is one computation of desire.
+type desirer struct {
+	ts        *typeState
+	r         *db.Reader
+	in        intent
+	typeURL   string
+	onlyNames []string // in.only, sorted
+	w         *want
+}
+
+// watches returns the watches to look at: a change looks only at those
+// that cover its names, in a fixed order, so identical streams compute
+// identical responses.
+func (d *desirer) watches() []*db.Sub {
+	if d.in.only == nil {
+		return d.ts.ws.sorted
+	}
+	d.onlyNames = make([]string, 0, len(d.in.only))
+	for n := range d.in.only {
+		d.onlyNames = append(d.onlyNames, n)
+	}
+	sort.Strings(d.onlyNames)
+	watches := append([]*db.Sub(nil), d.ts.ws.special...)
+	for _, n := range d.onlyNames {
+		watches = append(watches, d.ts.ws.byName[n]...)
+	}
+	return watches
+}
+
+func (d *desirer) denied(v *resource.Variant) bool {
+	return v != nil && d.in.hidden != nil && d.in.hidden(v.Name)
+}
+
+// covers reports whether the computation concerns name n.
+func (d *desirer) covers(n string) bool {
+	if d.in.only == nil {
+		return true
+	}
+	_, ok := d.in.only[n]
+	return ok
+}
+
+// whole says a wildcard or glob watch is looked at whole: on a full
+// computation, or when its own name changed (a cache learned that the
+// source answered it, possibly with nothing).
+func (d *desirer) whole(wt *db.Sub) bool { return d.covers(wt.Name) }
+
+// add adds v, which watch wt asked for (as alias, if not ""), to what
+// the client should hold.
+func (d *desirer) add(v *resource.Variant, wt *db.Sub, alias string) {
+	if d.denied(v) {
+		return
+	}
+	ts, w := d.ts, d.w
+	if d.in.honorDNC && v.DoNotCache && wt.Kind == db.Named && d.r.ChangedAt(d.typeURL, v.Name) <= ts.sinceOf(wt) {
+		// A copy fetched for this subscription is on its way: until it
+		// comes, nothing is said of the name (a SotW full state waits).
+		// (A wildcard or glob cannot fetch one member afresh; its
+		// subscribers get the cached copy.)
+		w.pending = true
+		mark(&w.pendingNames, v.Name)
+		return
+	}
+	it := item{v: v, name: v.Name, tp2: wt.Locator, wrap: wt.Locator || d.in.wrapAll, ttl: d.in.ttl && v.TTL > 0}
+	if d.in.wrapAll {
+		// A SotW client that takes wrapped resources is sent the
+		// constraints too (docs/architecture.md §4.5).
+		it.tp2 = true
+	}
+	if alias != "" {
+		it.aliases = []string{alias}
+	}
+	it.forced = ts.forced(wt, it.name) || (alias != "" && ts.forced(wt, alias))
+	w.add(it)
+}
+
+// allOfType answers a wildcard watch.
+func (d *desirer) allOfType(wt *db.Sub) {
+	if d.typeURL == resource.VirtualHostURL {
+		// On-demand VHDS: the wildcard (namespace) subscription's base
+		// set is empty; base virtual hosts come inline in the route
+		// configuration (README "On-demand VHDS").
+		return
+	}
+	if !d.r.Known(*wt) {
+		d.w.pending, d.w.pendingWildcard = true, true
+		return
+	}
+	if d.whole(wt) {
+		d.r.All(d.typeURL, wt.Params, func(v *resource.Variant) { d.add(v, wt, "") })
+		return
+	}
+	for _, n := range d.onlyNames {
+		if v := d.r.Get(d.typeURL, n, wt.Params); v != nil {
+			d.add(v, wt, "")
+		}
+	}
+}
+
+// glob answers a glob watch (an xdstp collection).
+func (d *desirer) glob(wt *db.Sub) {
+	found := false
+	forced := d.ts.forced(wt, wt.Name)
+	if d.whole(wt) || forced {
+		d.r.GlobMembers(d.typeURL, wt.Name, wt.Params, func(v *resource.Variant) { d.add(v, wt, ""); found = true })
+		switch {
+		case found:
+		case d.r.Known(*wt):
+			d.w.globs[wt.Name] = forced
+		default:
+			d.w.pending = true
+			mark(&d.w.pendingGlobs, wt.Name)
+		}
+		return
+	}
+	for _, n := range d.onlyNames {
+		if g, ok := db.InGlob(n); ok && g == wt.Name {
+			if v := d.r.Get(d.typeURL, n, wt.Params); v != nil {
+				d.add(v, wt, "")
 			}
 		}
 	}
-	return w
+}
+
+// vhds answers an on-demand VHDS watch of a delta stream: the virtual
+// host a domain resolves to, under the domain as its alias.
+func (d *desirer) vhds(wt *db.Sub) {
+	if v := d.r.ResolveVirtualHost(wt.Name, wt.Params); v != nil && !d.denied(v) {
+		d.add(v, wt, wt.Name)
+	} else if d.denied(v) || d.r.Known(*wt) {
+		d.w.add(item{name: wt.Name, aliases: []string{wt.Name}, forced: d.ts.forced(wt, wt.Name)})
+	} else {
+		d.w.pending = true
+	}
+}
+
+// named answers a watch of one name: the variant that matches its
+// parameters, or that it is absent (and, for a TP2 watch, that no
+// variant matches), or that it is not known yet.
+func (d *desirer) named(wt *db.Sub) {
+	ts, w := d.ts, d.w
+	if !d.covers(wt.Name) && !ts.forced(wt, wt.Name) {
+		return
+	}
+	if v := d.r.Get(d.typeURL, wt.Name, wt.Params); v != nil && !d.denied(v) {
+		d.add(v, wt, "")
+	} else if d.denied(v) || d.r.Known(*wt) {
+		forced := ts.forced(wt, wt.Name)
+		w.absent[wt.Name] = w.absent[wt.Name] || forced
+		if wt.Locator {
+			if w.noMatch == nil {
+				w.noMatch = map[string][]noMatch{}
+			}
+			w.noMatch[wt.Name] = append(w.noMatch[wt.Name], noMatch{wt.Params, forced})
+		}
+	} else {
+		w.pending = true
+		mark(&w.pendingNames, wt.Name)
+	}
 }
 
 // same reports whether the client already holds exactly it.
