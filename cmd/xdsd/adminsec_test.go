@@ -12,7 +12,13 @@ import (
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // serveLogged runs serve with f's security and limit flags on loopback
@@ -149,4 +155,90 @@ func TestOpenAdminBesideSecuredXDSWarns(t *testing.T) {
 	f.policyFile = writeFile(t, t.TempDir(), "policy.yaml", "rules:\n- names: [\"*\"]\n")
 	_, _, logs := serveLogged(t, f)
 	logs.await(t, "any local process can read every secret and change the configuration")
+}
+
+// certClient is an https client of the admin API presenting leaf's
+// certificate (none if nil).
+func certClient(t *testing.T, ca *testpki.CA, leaf *testpki.Leaf) *http.Client {
+	cfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	if leaf != nil {
+		cfg.Certificates = []tls.Certificate{leaf.TLS}
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	return hc
+}
+
+// Issue 27 point 7: a workload certificate read, over the admin API, a
+// resource the policy denies it over xDS, the clients and the profiler.
+// Certificates are admin credentials only when the policy gives their
+// identity an admin role, or when --admin-client-ca signs them.
+func TestAdminCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, adminCA := testpki.NewCA(t, "workload CA"), testpki.NewCA(t, "admin CA")
+	server := ca.Leaf(t, testpki.LeafOpts{Server: true}).Write(t, ca, dir, "server")
+	adminCAFile := writeFile(t, dir, "admin-ca.crt", string(adminCA.PEM))
+	tokens := writeFile(t, dir, "tokens", "wwwwwwwwwwwwwwwwwwwwwwww write ci\n")
+	const viewerID, deployID = "spiffe://example.org/ns/ops/sa/viewer", "spiffe://example.org/ns/ops/sa/deploy"
+	secured := func(policyText, adminCAFile string) serveFlags {
+		var f serveFlags
+		f.tlsCert, f.tlsKey, f.clientCA, f.tokenFile = server.Cert, server.Key, server.CA, tokens
+		f.policyFile, f.adminClientCA = writeFile(t, t.TempDir(), "policy.yaml", policyText), adminCAFile
+		return f
+	}
+	docs := cl + "name: prod-a\n"
+	workload := ca.Leaf(t, testpki.LeafOpts{URI: testID})
+
+	// The attack, against a policy without admin roles: refused, and the
+	// change of behaviour is logged at start.
+	_, adm, logs := serveLogged(t, secured(testPolicy, ""))
+	logs.await(t, "certificates signed by --client-ca are no longer admin credentials")
+	for _, path := range []string{"/v1/resources?type=cds&name=prod-a", "/v1/clients", "/debug/pprof/", "/v1/audit"} {
+		if code, body := adminDo(t, certClient(t, ca, workload), "https", adm, adm, http.MethodGet, path, ""); code != http.StatusUnauthorized || !strings.Contains(body, testID) {
+			t.Errorf("GET %s with a workload certificate: %d %.200s, want 401 naming the identity", path, code, body)
+		}
+	}
+
+	// Admin roles from the policy, and an admin CA.
+	xds, adm, logs := serveLogged(t, secured(testPolicy+`- clients: ["`+viewerID+`"]
+  admin: read
+- clients: ["`+deployID+`"]
+  admin: write
+`, adminCAFile))
+	viewer, deployer := ca.Leaf(t, testpki.LeafOpts{URI: viewerID}), ca.Leaf(t, testpki.LeafOpts{URI: deployID})
+	operator := adminCA.Leaf(t, testpki.LeafOpts{}) // no URI SAN: named by its CN
+	if code, body := adminDo(t, certClient(t, ca, workload), "https", adm, adm, http.MethodGet, "/v1/resources", ""); code != http.StatusUnauthorized {
+		t.Errorf("a workload without an admin role: %d %s", code, body)
+	}
+	if code, body := adminDo(t, certClient(t, ca, viewer), "https", adm, adm, http.MethodGet, "/v1/resources", ""); code != http.StatusOK {
+		t.Errorf("admin: read reads: %d %s", code, body)
+	}
+	if code, body := adminDo(t, certClient(t, ca, viewer), "https", adm, adm, http.MethodPost, "/v1/apply", docs, "Content-Type", "application/yaml"); code != http.StatusForbidden || !strings.Contains(body, viewerID+" may read but not write") {
+		t.Errorf("admin: read applies: %d %s, want 403", code, body)
+	}
+	if code, body := adminDo(t, certClient(t, ca, deployer), "https", adm, adm, http.MethodPost, "/v1/apply", docs, "Content-Type", "application/yaml"); code != http.StatusOK {
+		t.Errorf("admin: write applies: %d %s", code, body)
+	}
+	if code, body := adminDo(t, certClient(t, ca, operator), "https", adm, adm, http.MethodDelete, "/v1/resources?type=cds&name=prod-a", ""); code != http.StatusOK {
+		t.Errorf("an --admin-client-ca certificate deletes: %d %s", code, body)
+	}
+	code, body := adminDo(t, certClient(t, ca, viewer), "https", adm, adm, http.MethodGet, "/v1/audit", "")
+	if code != http.StatusOK || !strings.Contains(body, `"who": "`+deployID+`"`) || !strings.Contains(body, `"who": "CN=xdsd test leaf"`) {
+		t.Errorf("the audit does not name the certificates' holders: %d %s", code, body)
+	}
+	// The admin CA is no xDS credential.
+	err := streamErr(t, (&secure{xds: xds, ca: ca}).conn(t, operator), &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNamesSubscribe: []string{"prod-a"}})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("an admin certificate on the xDS port: %v, want UNAVAILABLE (the handshake refused)", err)
+	}
+	if strings.Contains(logs.String(), "no longer admin credentials") {
+		t.Errorf("the change of behaviour was logged with admin roles configured")
+	}
+
+	// One CA for both would make every workload an admin.
+	f := secured(testPolicy, server.CA)
+	f.xdsAddr, f.adminAddr, f.storeSpec = "127.0.0.1:0", "127.0.0.1:0", "mem:"
+	if err := serve(context.Background(), f, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "every workload certificate would be an admin") {
+		t.Errorf("--admin-client-ca equal to --client-ca: %v", err)
+	}
 }

@@ -281,12 +281,12 @@ func TestAdminAuth(t *testing.T) {
 	if code, _ := s.get(t, "/v1/resources", s.readTok); code != http.StatusOK {
 		t.Errorf("read with a read token: %d", code)
 	}
-	// A client certificate is a read credential.
+	// A workload certificate is no admin credential (TestAdminCertificates).
 	cfg := &tls.Config{RootCAs: s.ca.Pool(), Certificates: []tls.Certificate{s.ca.Leaf(t, testpki.LeafOpts{URI: prodID}).TLS}}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
-	if resp, err := hc.Get("https://" + s.adm + "/v1/clients"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("read with a client certificate: %v %v", resp, err)
+	if resp, err := hc.Get("https://" + s.adm + "/v1/clients"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("read with a workload certificate: %v %v, want 401", resp, err)
 	} else {
 		resp.Body.Close()
 	}

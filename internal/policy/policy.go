@@ -8,11 +8,20 @@
 //	  types: [lds, rds, cds, eds]                  # aliases or type URLs; omitted = every type
 //	  names: ["*"]                                 # globs over resource names; omitted = every name
 //	  params: {env: [prod]}                        # values these clients may claim; omitted = any
+//	- clients: ["spiffe://example.org/ns/ops/*"]
+//	  admin: write                                 # read or write: an admin rule, for the admin API only
 //
 // A glob's "*" matches any run of characters, "/" included; everything
 // else matches itself. An identity is the URI SAN of a verified client
 // certificate (internal/mtls); a client without one has the identity "",
 // which only a rule without "clients" covers.
+//
+// An admin rule (one with "admin") makes the certificates of its clients
+// admin credentials: read (GET requests) or write (everything). It grants
+// nothing over xDS, and takes only "clients", which it needs (an admin
+// role for every client, anonymous ones included, would undo the admin
+// API's credentials). Without an admin rule a workload certificate is no
+// admin credential.
 //
 // Parameters: a client may claim k=v when a rule covering it lists v
 // (a glob) for k, or when no rule covering it lists values for k at all (a
@@ -41,6 +50,7 @@ type rule struct {
 	types   []string            // type URLs; nil: every type
 	names   []string            // globs; nil: every name
 	params  map[string][]string // globs of values by parameter; nil: any
+	admin   string              // "read" or "write": an admin rule, which grants nothing over xDS
 }
 
 // Reasons a subscription is denied, as xdsd_denied_total{reason} counts
@@ -124,16 +134,67 @@ func Parse(data []byte, file string) (*Policy, error) {
 				}
 			case "params":
 				r.params, err = paramMap(v, fp, perr)
+			case "admin":
+				if v.Kind != yaml.ScalarNode || (v.Value != AdminRead && v.Value != AdminWrite) {
+					err = perr(v, fp, "want read or write")
+				}
+				r.admin = v.Value
 			default:
-				err = perr(k, fp, "unknown field (want clients, types, names or params)")
+				err = perr(k, fp, "unknown field (want clients, types, names, params or admin)")
 			}
 			if err != nil {
 				return nil, err
 			}
 		}
+		if err := r.checkAdmin(rn, path, perr); err != nil {
+			return nil, err
+		}
 		p.rules = append(p.rules, r)
 	}
 	return p, nil
+}
+
+// The admin roles an admin rule gives.
+const (
+	AdminRead  = "read"
+	AdminWrite = "write"
+)
+
+// checkAdmin holds an admin rule to its own fields: clients, needed, and
+// nothing that grants over xDS.
+func (r *rule) checkAdmin(n *yaml.Node, path string, perr perrFunc) error {
+	if r.admin == "" {
+		return nil
+	}
+	if r.clients == nil {
+		return perr(n, path, "an admin rule needs \"clients\" (without it every client, anonymous ones too, would be an admin)")
+	}
+	if r.types != nil || r.names != nil || r.params != nil {
+		return perr(n, path, "an admin rule grants the admin API only: give types, names and params in a rule of their own")
+	}
+	return nil
+}
+
+// Admin is the admin role the policy gives a certificate identity:
+// AdminWrite, AdminRead or "" (none), the highest of its admin rules'.
+func (p *Policy) Admin(identity string) string {
+	role := ""
+	for i := range p.rules {
+		r := &p.rules[i]
+		if r.admin == "" || !r.covers(identity) {
+			continue
+		}
+		if r.admin == AdminWrite {
+			return AdminWrite
+		}
+		role = r.admin
+	}
+	return role
+}
+
+// HasAdminRoles reports whether the policy has an admin rule.
+func (p *Policy) HasAdminRoles() bool {
+	return slices.ContainsFunc(p.rules, func(r rule) bool { return r.admin != "" })
 }
 
 type perrFunc func(n *yaml.Node, path, format string, args ...any) error
@@ -226,7 +287,7 @@ func (p *Policy) Allow(identity, typeURL, name string) string {
 	reason := ReasonClient
 	for i := range p.rules {
 		r := &p.rules[i]
-		if !r.covers(identity) {
+		if r.admin != "" || !r.covers(identity) {
 			continue
 		}
 		if !r.allowsType(typeURL) {
@@ -280,7 +341,7 @@ func (p *Policy) mayClaim(identity, k, v string) bool {
 	covered, restricted := false, false
 	for i := range p.rules {
 		r := &p.rules[i]
-		if !r.covers(identity) {
+		if r.admin != "" || !r.covers(identity) {
 			continue
 		}
 		covered = true

@@ -147,3 +147,47 @@ func BenchmarkAllow(b *testing.B) {
 		p.Allow(test, resource.ClusterURL, "xdstp://test.example/envoy.config.cluster.v3.Cluster/service-1234")
 	}
 }
+
+// Admin rules give certificates admin roles, and nothing over xDS (issue
+// 27 point 7).
+func TestAdminRoles(t *testing.T) {
+	p := mustParse(t, `rules:
+- clients: ["spiffe://example.org/ns/ops/*"]
+  admin: write
+- clients: ["spiffe://example.org/ns/ops/sa/viewer", "spiffe://example.org/ns/dash/*"]
+  admin: read
+- clients: ["spiffe://example.org/ns/test/*"]
+  types: [cds]
+`)
+	if !p.HasAdminRoles() || mustParse(t, prodTest).HasAdminRoles() {
+		t.Errorf("HasAdminRoles wrong")
+	}
+	for who, want := range map[string]string{
+		"spiffe://example.org/ns/ops/sa/viewer": policy.AdminWrite, // the highest role
+		"spiffe://example.org/ns/dash/sa/x":     policy.AdminRead,
+		"spiffe://example.org/ns/test/sa/web":   "",
+		"":                                      "",
+	} {
+		if got := p.Admin(who); got != want {
+			t.Errorf("Admin(%q) = %q, want %q", who, got, want)
+		}
+	}
+	// An admin rule grants nothing over xDS, nor lets its clients claim.
+	if got := p.Allow("spiffe://example.org/ns/ops/sa/a", resource.ClusterURL, "x"); got != policy.ReasonClient {
+		t.Errorf("an admin identity over xDS: %q, want %q", got, policy.ReasonClient)
+	}
+	if err := p.Claim("spiffe://example.org/ns/ops/sa/a", map[string]string{"env": "prod"}); err == nil {
+		t.Errorf("an admin identity may claim parameters")
+	}
+	for doc, want := range map[string]string{
+		"rules:\n- admin: write\n":                                   "rules[0]: an admin rule needs \"clients\"",
+		"rules:\n- clients: [a]\n  admin: all\n":                     "rules[0].admin: want read or write",
+		"rules:\n- clients: [a]\n  admin: write\n  names: [\"*\"]\n": "grants the admin API only",
+		"rules:\n- clients: [a]\n  types: [cds]\n  admin: read\n":    "grants the admin API only",
+		"rules:\n- clients: [a]\n  admin: [write]\n":                 "rules[0].admin: want read or write",
+	} {
+		if _, err := policy.Parse([]byte(doc), "policy.yaml"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", doc, err, want)
+		}
+	}
+}
