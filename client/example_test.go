@@ -22,7 +22,7 @@ import (
 func ExampleClient_Watch() {
 	quiet := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
-	srv, err := server.New(server.Options{Logger: quiet})
+	srv, err := server.New(ctx, server.Options{Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}

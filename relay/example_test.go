@@ -25,7 +25,7 @@ func Example() {
 	ctx := context.Background()
 
 	// The upstream: an embedded server with one cluster.
-	srv, err := server.New(server.Options{Logger: quiet})
+	srv, err := server.New(ctx, server.Options{Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,10 +6,11 @@
 //
 // # Building a server
 //
-// New makes a server from Options. Its Store is where the resources live:
-// MemoryStore (the default) for a program that rebuilds its configuration
-// at start, OpenBolt for one whose clients should see the same versions
-// after a restart. Serve serves on a listener; Register adds the xDS
+// New(ctx, options) makes a server from Options and returns once it
+// holds the store's state (ctx bounds that wait only). Its Store is where
+// the resources live: MemoryStore (the default) for a program that
+// rebuilds its configuration at start, OpenBolt for one whose clients
+// should see the same versions after a restart. Serve serves on a listener; Register adds the xDS
 // services to the program's own *grpc.Server, created with
 // GRPCServerOptions.
 //

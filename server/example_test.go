@@ -17,7 +17,7 @@ import (
 // A program embeds a server, applies a batch, and serves it on a
 // listener; any xDS client (here the client package) gets it.
 func ExampleServer_Apply() {
-	srv, err := server.New(server.Options{Logger: quiet}) // in memory
+	srv, err := server.New(context.Background(), server.Options{Logger: quiet}) // in memory
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func ExampleServer_Apply() {
 // TP2 variants: one resource, a variant per value of a dynamic parameter;
 // each client gets the variant its parameters select.
 func ExampleBatch_Put_variants() {
-	srv, err := server.New(server.Options{Logger: quiet})
+	srv, err := server.New(context.Background(), server.Options{Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}

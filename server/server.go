@@ -76,22 +76,22 @@ type Server struct {
 	ownStore bool
 	log      *slog.Logger
 
-	cancel context.CancelFunc
-	done   chan struct{}
-
 	mu     sync.Mutex
 	grpcs  []*grpc.Server // made by Serve
 	closed bool
 }
 
-// New starts a server of o.Store. It serves nothing until it is registered
-// on a gRPC server (Register) or given a listener (Serve). Close it when
-// done.
-func New(o Options) (*Server, error) {
+// New starts a server of o.Store and returns once the store's state is
+// loaded, so that a client that connects at once sees it. ctx bounds that
+// load only, not the server's life: New fails when ctx ends first, and at
+// once when the store cannot be read (it was closed, say). The server
+// serves nothing until it is registered on a gRPC server (Register) or
+// given a listener (Serve). Close it when done.
+func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{log: o.Logger, done: make(chan struct{})}
+	s := &Server{log: o.Logger}
 	if o.Store == nil {
 		s.st, s.ownStore = mem.New(), true
 	} else {
@@ -99,19 +99,10 @@ func New(o Options) (*Server, error) {
 	}
 	s.core = origin.New(s.st, origin.Options{Logger: o.Logger, Registerer: o.Registerer,
 		Protocol: protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst}})
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	go func() {
-		defer close(s.done)
-		if err := s.core.Run(ctx); err != nil {
-			s.log.Error("server stopped following its store", "error", err)
-		}
-	}()
-	// Serve nothing stale: the store's state is in the db before New
-	// returns, so a client that connects at once sees it.
-	if err := s.core.WaitRev(context.Background(), s.st.Rev()); err != nil {
+	s.core.Start()
+	if err := s.core.WaitRev(ctx, s.st.Rev()); err != nil {
 		s.Close()
-		return nil, err
+		return nil, fmt.Errorf("server: loading the store: %w", err)
 	}
 	return s, nil
 }
@@ -163,8 +154,6 @@ func (s *Server) Close() error {
 	for _, g := range gs {
 		g.Stop()
 	}
-	s.cancel()
-	<-s.done
 	if s.ownStore {
 		return s.st.Close()
 	}

@@ -29,7 +29,7 @@ func cluster(timeout time.Duration) *clusterv3.Cluster {
 // A batch that breaks TP2's rules is rejected whole, with the reason, and
 // nothing of it is served; a batch equal to the state makes no revision.
 func TestApplyAtomicAndValidated(t *testing.T) {
-	srv, err := server.New(server.Options{Logger: quiet})
+	srv, err := server.New(context.Background(), server.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestDeleteVariantAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Store: st, Logger: quiet})
+	srv, err := server.New(context.Background(), server.Options{Store: st, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestDeleteVariantAndRestart(t *testing.T) {
 // serveStore serves st on a loopback port until the test ends.
 func serveStore(t *testing.T, st *server.Store) (*server.Server, string) {
 	t.Helper()
-	srv, err := server.New(server.Options{Store: st, Logger: quiet})
+	srv, err := server.New(context.Background(), server.Options{Store: st, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +225,38 @@ func serveStore(t *testing.T, st *server.Store) (*server.Server, string) {
 	}
 	go srv.Serve(lis)
 	return srv, lis.Addr().String()
+}
+
+// New on a store that cannot be read (closed) fails at once, saying why,
+// rather than waiting for ever for a state it will never load; an Apply
+// after Close fails the same way rather than waiting to be served.
+func TestNewOnClosedStoreFails(t *testing.T) {
+	st, err := server.OpenBolt(filepath.Join(t.TempDir(), "xdsd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := server.New(ctx, server.Options{Store: st, Logger: quiet})
+	if err == nil {
+		srv.Close()
+		t.Fatal("New on a closed store: no error")
+	}
+	if ctx.Err() != nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("New on a closed store: %v (after %v), want at once an error saying it is closed", err, ctx.Err())
+	}
+
+	srv, err = server.New(ctx, server.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	var b server.Batch
+	if err := b.Put("a", cluster(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Apply(ctx, b); err == nil || ctx.Err() != nil {
+		t.Fatalf("Apply after Close: %v (after %v), want at once an error", err, ctx.Err())
+	}
 }

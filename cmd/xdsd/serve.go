@@ -183,23 +183,21 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		close(watched)
 	}
 
-	// loading ends when the store's state is loaded, or when following
-	// the store fails (then the error ends serve, rather than a server
-	// waiting for ever, not ready).
-	loading, loadFailed := context.WithCancel(ctx)
-	defer loadFailed()
+	srv.Start()
 	go func() {
-		err := srv.Run(runCtx)
-		if err != nil {
-			err = fmt.Errorf("store %s: %w", f.storeSpec, err)
+		// Following the store fails (an error ends serve, rather than a
+		// server waiting for ever, not ready), or ends with Close below.
+		<-srv.Stopped()
+		var err error
+		if srv.Err() != nil {
+			err = fmt.Errorf("store %s: %w", f.storeSpec, srv.Err())
 		}
-		loadFailed()
 		d.errc <- err
 	}()
 	d.start()
 	// Report readiness once the store's state is loaded (an interrupted
-	// load falls through to the shutdown below).
-	if srv.WaitRev(loading, st.Rev()) == nil {
+	// or failed load falls through to the shutdown below).
+	if srv.WaitRev(ctx, st.Rev()) == nil {
 		d.serving()
 		log.Info("xdsd serving", "xds", d.xdsAddr(), "admin", d.adminAddr(), "store", f.storeSpec, "revision", st.Rev())
 		if ready != nil {

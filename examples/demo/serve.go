@@ -43,7 +43,7 @@ func serve(ctx context.Context, dir string, backends map[string]int, log *slog.L
 		}
 		b.Puts = append(b.Puts, v)
 	}
-	srv, err := server.New(server.Options{Logger: log})
+	srv, err := server.New(ctx, server.Options{Logger: log})
 	if err != nil {
 		return "", nil, err
 	}

@@ -49,7 +49,7 @@ func main() {
 
 // run serves reg on lis until ctx ends, reading it every poll.
 func run(ctx context.Context, reg Registry, lis net.Listener, poll time.Duration, log *slog.Logger) error {
-	srv, err := server.New(server.Options{Logger: log})
+	srv, err := server.New(ctx, server.Options{Logger: log})
 	if err != nil {
 		return err
 	}

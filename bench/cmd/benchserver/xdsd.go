@@ -22,11 +22,9 @@ import (
 // xdsdImpl is the xdsd server role over an in-memory store, or over an
 // etcd store shared with other replicas (--store etcd://...).
 type xdsdImpl struct {
-	st     store.Store
-	srv    *origin.Server
-	cancel context.CancelFunc
-	done   chan struct{}
-	names  []string // the clusters of the last setup
+	st    store.Store
+	srv   *origin.Server
+	names []string // the clusters of the last setup
 }
 
 func newXdsd(log *slog.Logger, storeURL string) (impl, func(*grpc.Server), []grpc.ServerOption, error) {
@@ -46,15 +44,8 @@ func newXdsd(log *slog.Logger, storeURL string) (impl, func(*grpc.Server), []grp
 		st = es
 	}
 	srv := origin.New(st, origin.Options{Logger: log})
-	ctx, cancel := context.WithCancel(context.Background())
-	x := &xdsdImpl{st: st, srv: srv, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(x.done)
-		if err := srv.Run(ctx); err != nil {
-			log.Error("xdsd server", "error", err)
-		}
-	}()
-	return x, srv.Register, protocol.ServerOptions(), nil
+	srv.Start()
+	return &xdsdImpl{st: st, srv: srv}, srv.Register, protocol.ServerOptions(), nil
 }
 
 // variants makes the store variants of clusters: variant j of a cluster
@@ -123,7 +114,5 @@ func (x *xdsdImpl) change(ctx context.Context, _ int, cl [][]*clusterv3.Cluster)
 
 func (x *xdsdImpl) close() {
 	x.srv.Close()
-	x.cancel()
-	<-x.done
 	x.st.Close()
 }

@@ -49,12 +49,7 @@ func startServer(t *testing.T) *xds {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan struct{})
-	go func() {
-		defer close(runDone)
-		srv.Run(ctx)
-	}()
+	srv.Start()
 	serveDone := make(chan struct{})
 	go func() {
 		defer close(serveDone)
@@ -64,8 +59,6 @@ func startServer(t *testing.T) *xds {
 		srv.Close()
 		g.Stop()
 		<-serveDone
-		cancel()
-		<-runDone
 		st.Close()
 	})
 	return &xds{t: t, addr: lis.Addr().String(), st: st, srv: srv}

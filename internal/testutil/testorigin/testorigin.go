@@ -38,9 +38,7 @@ type Origin struct {
 	St   store.Store
 	Srv  *origin.Server
 
-	g      *grpc.Server
-	cancel context.CancelFunc
-	done   chan struct{}
+	g *grpc.Server
 }
 
 // Start runs a server with a new store on a free loopback port, stopped
@@ -79,10 +77,10 @@ func (o *Origin) Start() {
 	o.Srv = origin.New(st, origin.Options{Logger: Quiet})
 	o.g = grpc.NewServer(protocol.ServerOptions()...)
 	o.Srv.Register(o.g)
-	ctx, cancel := context.WithCancel(context.Background())
-	o.cancel, o.done = cancel, make(chan struct{})
-	go func() { o.Srv.Run(ctx); close(o.done) }()
+	o.Srv.Start()
 	go o.g.Serve(lis)
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
 	if err := o.Srv.WaitRev(ctx, st.Rev()); err != nil {
 		o.T.Fatal(err)
 	}
@@ -98,8 +96,6 @@ func (o *Origin) Stop() {
 	}
 	o.Srv.Close()
 	o.g.Stop()
-	o.cancel()
-	<-o.done
 	o.St.Close()
 	o.g = nil
 }
