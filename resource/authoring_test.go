@@ -87,7 +87,15 @@ func TestDecodeErrors(t *testing.T) {
 		{"unknown message", "\"@type\": type.googleapis.com/foo.Bar\nname: x\n", []string{"f.yaml:1:10: document 1: @type: unknown type \"type.googleapis.com/foo.Bar\"", "a resource is one of the xDS resource types"}},
 		{"not an xDS type", "\"@type\": type.googleapis.com/envoy.config.core.v3.Address\n", []string{"not an xDS resource type"}},
 		{"payload type differs", "type: lds\nresource:\n  " + cl + "  name: c\n", []string{"type:", "not a envoy.config.listener.v3.Listener"}},
-		{"yaml syntax", cl + "name: c\n---\n" + cl + "name: [\n", []string{"f.yaml:4: document 2: invalid YAML: yaml: line 5:"}},
+		{"yaml syntax", cl + "name: c\n---\n" + cl + "name: [\n", []string{"f.yaml:5: document 2: invalid YAML: a [ or { opened on this line is never closed"}},
+		{"unclosed flow sequence is on its own line", cl + "name: [a\ntype: EDS\n", []string{"f.yaml:2: document 1: invalid YAML: a [ or { opened on this line is never closed"}},
+		{"a tab in the indentation is on its own line", cl + "name: a\n\ttype: EDS\n", []string{"f.yaml:3: document 1: invalid YAML: a tab in the indentation"}},
+		{"a flow list across lines, then a tab", cl + "name: a\nhealth_checks: [\n  ]\n\ttype: EDS\n", []string{"f.yaml:5: document 1: invalid YAML: a tab"}},
+		{"duration as a number", cl + "name: c\nconnect_timeout: 5\n", []string{"f.yaml:3:18: document 1: connect_timeout:", `a duration is a string of seconds ending in "s", e.g. "5s"`}},
+		{"enum misspelled", cl + "name: c\ntype: EDSS\n", []string{"f.yaml:3:7: document 1: type:", "(did you mean EDS?)", "DiscoveryType takes STATIC, STRICT_DNS, LOGICAL_DNS, EDS, ORIGINAL_DST"}},
+		{"field misspelled", cl + "name: c\nconect_timeout: 5s\n", []string{"conect_timeout", "(did you mean connect_timeout?)"}},
+		{"field at the wrong level", cl + "name: c\ntype: EDS\neds_config: {ads: {}}\n", []string{"f.yaml:4:1: document 1: eds_config: unknown field", "did you mean eds_cluster_config.eds_config?"}},
+		{"JSON field at the wrong level", `{"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c", "edsConfig": {}}`, []string{"unknown field", "did you mean edsClusterConfig.edsConfig?"}},
 		{"duplicate variant", cl + "name: c\n---\n" + cl + "name: c\n", []string{"document 2", "defined twice", "document 1"}},
 		{"missing name", cl + "type: EDS\n", []string{"name: missing"}},
 		{"vhost without route config", "\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: vh\ndomains: [\"*\"]\n", []string{"<route configuration name>/<virtual host name>"}},
@@ -258,7 +266,7 @@ func TestDecodeInputErrors(t *testing.T) {
 		{"tag in a list", "f.yaml", "\"@type\": envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n- name: v\n  domains:\n  - !x\n", []string{
 			`f.yaml:6:5: document 1: virtual_hosts[0].domains[0]: YAML reads !x as a tag, not as text, so the value would be dropped; quote a value that starts with "!": - "!x"`}},
 		{"mixed form is a YAML error", "f.yaml", "name: c\nconstraints: !exists(version) && env=prod # TP2\n" + res, []string{
-			`f.yaml:1: document 1: invalid YAML: yaml: line 2: did not find expected alphabetic or numeric character (YAML reads !exists(version) on line 2 as a tag; quote a value that starts with "!": constraints: "!exists(version) && env=prod")`}},
+			`f.yaml:2: document 1: invalid YAML: yaml: line 2: did not find expected alphabetic or numeric character (YAML reads !exists(version) on line 2 as a tag; quote a value that starts with "!": constraints: "!exists(version) && env=prod")`}},
 		{"null constraints", "f.yaml", "name: c\nconstraints: null\n" + res, []string{
 			`f.yaml:2:14: document 1: constraints: null: leave constraints out for a variant that matches every client; a constraint that starts with "!" must be quoted, or YAML reads it as a tag: constraints: "!exists(version)"`}},
 		{"tilde constraints", "f.yaml", "name: c\nconstraints: ~\n" + res, []string{

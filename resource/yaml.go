@@ -183,7 +183,16 @@ func (s *yamlSource) chunk(c yamlChunk, doc func(*docText), bad func(ErrorList))
 			}
 		}
 		loc := Location{Source: s.source, Index: s.index, Line: c.line}
-		bad(ErrorList{loc.errorf("", "invalid YAML: %v%s", err, tagHint(c))})
+		line, cause := syntaxLine(c.text)
+		if line > 0 {
+			loc.Line = c.line + line - 1
+		}
+		if hint := tagHint(c); hint != "" || cause == "" {
+			// The parser's own words, which a tag mistake explains.
+			bad(ErrorList{loc.errorf("", "invalid YAML: %v%s", err, hint)})
+		} else {
+			bad(ErrorList{loc.errorf("", "invalid YAML: %s", cause)})
+		}
 		return true
 	}
 	if len(root.Content) == 0 {
@@ -486,6 +495,69 @@ func tagMessage(path, key, tag, value string) string {
 // `key: !x...` or `- !x...`, but not a standard "!!" tag, the verbatim
 // "!<...>" form or the non-specific "! ".
 var tagLineRE = regexp.MustCompile(`^[ \t]*(?:-[ \t]+)?(?:("[^"]*"|'[^']*'|[^\s"'#!-][^:#]*?)[ \t]*:[ \t]+)?(![^!<\s]\S*)(.*)$`)
+
+// maxSyntaxLines bounds the documents whose syntax error syntaxLine
+// looks for line by line (each look parses a prefix again).
+const maxSyntaxLines = 2000
+
+// syntaxLine finds the line of a document's syntax error from the parser's
+// verdicts on the document's prefixes, not from its message (whose line
+// numbers are off by one for some errors): the line after the longest
+// prefix of whole lines that parses is the first the parser cannot take.
+// It returns 0 when the document is too long to look. cause says what is
+// wrong on that line when the line itself shows it (a tab in the
+// indentation, a bracket left open), "" otherwise.
+func syntaxLine(text []byte) (line int, cause string) {
+	lines := bytes.SplitAfter(text, []byte("\n"))
+	if len(lines) > maxSyntaxLines {
+		return 0, ""
+	}
+	ok, end := 0, 0
+	for i, l := range lines {
+		end += len(l)
+		var n yaml.Node
+		if yaml.Unmarshal(text[:end], &n) == nil {
+			ok = i + 1
+		}
+	}
+	if ok >= len(lines) {
+		return 0, ""
+	}
+	bad := string(lines[ok])
+	indent := bad[:len(bad)-len(strings.TrimLeft(bad, " \t"))]
+	switch {
+	case strings.Contains(indent, "\t"):
+		return ok + 1, "a tab in the indentation: YAML indents with spaces only"
+	case openBrackets(bad) > 0:
+		return ok + 1, "a [ or { opened on this line is never closed"
+	}
+	return ok + 1, ""
+}
+
+// openBrackets counts the flow brackets a line opens and does not close,
+// outside quotes and comments.
+func openBrackets(l string) int {
+	n := 0
+	var quote byte
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#' && (i == 0 || l[i-1] == ' '):
+			return n
+		case c == '[' || c == '{':
+			n++
+		case c == ']' || c == '}':
+			n--
+		}
+	}
+	return n
+}
 
 // tagHint explains a YAML syntax error that a tag probably caused, such
 // as `constraints: !exists(version) && env=prod`, where YAML reads a tag

@@ -137,7 +137,7 @@ func (w *walker) alone(md protoreflect.MessageDescriptor, i int) *Error {
 	if !w.fails(md, w.js[i:w.skip(i)]) {
 		return nil
 	}
-	return w.errorf(i, "invalid %s value %s", md.FullName(), w.raw(i))
+	return w.errorf(i, "invalid %s value %s%s", md.FullName(), w.raw(i), wellKnownHint(md))
 }
 
 // member is one member of a JSON object: where its key and value start,
@@ -181,7 +181,7 @@ func (w *walker) message(md protoreflect.MessageDescriptor, i int, skipType bool
 			if w.opts.DiscardUnknown {
 				continue
 			}
-			return w.errorf(m.keyOff, "unknown field %s", w.js[m.keyOff:w.skip(m.keyOff)])
+			return w.errorf(m.keyOff, "unknown field %s%s", w.js[m.keyOff:w.skip(m.keyOff)], unknownFieldHint(md, m.key))
 		}
 		if seen[fd.Number()] {
 			return w.errorf(m.keyOff, "duplicate field %s (a field may be written once, by its name or its JSON name)", w.js[m.keyOff:w.skip(m.keyOff)])
@@ -255,7 +255,11 @@ func (w *walker) scalar(md protoreflect.MessageDescriptor, fd protoreflect.Field
 	if !w.fails(md, one) {
 		return nil
 	}
-	return w.errorf(off, "invalid value for %s field %s: %s", fd.Kind(), fd.JSONName(), w.raw(off))
+	hint := ""
+	if ed := fd.Enum(); ed != nil {
+		hint = enumHint(ed, w.raw(off))
+	}
+	return w.errorf(off, "invalid value for %s field %s: %s%s", fd.Kind(), fd.JSONName(), w.raw(off), hint)
 }
 
 // list checks the value of a repeated field.
@@ -276,10 +280,12 @@ func (w *walker) list(md protoreflect.MessageDescriptor, fd protoreflect.FieldDe
 			continue
 		}
 		switch {
+		case fmd == nil && fd.Enum() != nil:
+			return w.errorf(e, "invalid value for %s field %s: %s%s", fd.Kind(), fd.JSONName(), w.raw(e), enumHint(fd.Enum(), w.raw(e)))
 		case fmd == nil:
 			return w.errorf(e, "invalid value for %s field %s: %s", fd.Kind(), fd.JSONName(), w.raw(e))
 		case wellKnown(fmd):
-			return w.errorf(e, "invalid %s value %s", fmd.FullName(), w.raw(e))
+			return w.errorf(e, "invalid %s value %s%s", fmd.FullName(), w.raw(e), wellKnownHint(fmd))
 		default:
 			return w.errorf(e, "invalid value for message field %s: %s (want a JSON object)", fd.JSONName(), w.raw(e))
 		}
@@ -382,7 +388,7 @@ func (w *walker) any(i int) *Error {
 		case "value":
 			vm = &ms[k]
 		default:
-			return w.errorf(m.keyOff, "unknown field %s", w.js[m.keyOff:w.skip(m.keyOff)])
+			return w.errorf(m.keyOff, "unknown field %s%s", w.js[m.keyOff:w.skip(m.keyOff)], unknownFieldHint(md, m.key))
 		}
 	}
 	if vm == nil {
