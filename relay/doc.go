@@ -7,18 +7,12 @@
 // from its cache while the upstream is down, and carries TP2 variants and
 // TP1 names through unchanged. `xdsd relay` is the same relay as a binary.
 //
-// Inside, downstream streams are served by
-// the protocol engine from the db that the client fills from upstream
-// streams (docs/architecture.md §2). One upstream subscription per
-// distinct (type, name, dynamic parameters), however many downstream
-// streams ask; variants are cached with their constraints and sent
-// downstream with them; the cache keeps serving while the upstream is
-// unreachable.
-//
-// What makes the cache a relay's is one value, the relay's cache policy
-// (Relay.policy): subscribe upstream by TP2 locator so that downstream
-// parameters select variants, route every authority upstream, say "does
-// not exist" only when the upstream does, honor do_not_cache, and bound
-// how long a SotW full state waits for the upstream. The relay hands it to
-// both the client and the protocol engine. It must not import server.
+// Inside, downstream streams are served by the protocol engine from the
+// db that the client fills from upstream streams (docs/architecture.md
+// §2). One upstream subscription per distinct (type, name, dynamic
+// parameters), however many downstream streams ask; variants are cached
+// with their constraints and sent downstream with them; the cache keeps
+// serving while the upstream is unreachable. The engine is
+// internal/relayrole, which xdsd relay uses directly; this package is its
+// face for Go programs.
 package relay

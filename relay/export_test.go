@@ -14,4 +14,4 @@ func WithPendingWait(o Options, d time.Duration) Options {
 }
 
 // Clients reports the downstream streams, for tests.
-func (r *Relay) Clients() []protocol.Client { return r.clients() }
+func (r *Relay) Clients() []protocol.Client { return r.r.Clients() }

@@ -14,8 +14,7 @@ import (
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/fleet"
-	"github.com/xdsd/xdsd/internal/rolehook"
-	"github.com/xdsd/xdsd/relay"
+	"github.com/xdsd/xdsd/internal/relayrole"
 )
 
 type relayFlags struct {
@@ -89,18 +88,18 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 		return err
 	}
 	reg := newRegistry()
-	ro := relay.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
+	ro := relayrole.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
 	if f.guard != nil {
-		ro = rolehook.RelayGuard(ro, f.guard).(relay.Options)
+		ro.Guard = f.guard // a nil *policy.Policy is no Guard
 	}
-	r, err := relay.New(b, ro)
+	r, err := relayrole.New(b, ro)
 	if err != nil {
 		return err
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
-		Clients:  func() any { return rolehook.RelayClients(r) },
-		Groups:   func(context.Context) ([]fleet.Group, error) { return rolehook.RelayProtocol(r).Groups(), nil },
+		Clients:  func() any { return r.Clients() },
+		Groups:   func(context.Context) ([]fleet.Group, error) { return r.Protocol().Groups(), nil },
 		Upstream: func() any { return r.Upstreams() },
 	})))
 	if err != nil {
