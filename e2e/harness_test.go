@@ -23,6 +23,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/xds"
+
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
 // xdsdBin is the xdsd binary the tests run, built once by TestMain.
@@ -43,6 +45,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building xdsd:", err)
 		os.Exit(1)
 	}
+	// etcd too (the replica tests), before m.Run starts the -timeout clock.
+	etcdtest.Prebuild()
 	code := m.Run()
 	os.RemoveAll(dir)
 	if code == 0 {

@@ -33,7 +33,7 @@ import (
 
 func main() {
 	var (
-		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay; not in the default set: g (100,000 streams), r (replicas on etcd; needs the etcd binary)")
+		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay; not in the default set: g (100,000 streams), r (replicas on etcd; builds etcd from its Go module once, or uses $ETCD)")
 		impls     = flag.String("impls", "xdsd,gcp-snapshot,gcp-linear,raw", "implementations to compare where a scenario allows")
 		rounds    = flag.Int("rounds", 9, "changes per fan-out measurement; the report gives medians")
 		quick     = flag.Bool("quick", false, "smoke run: tiny numbers, to prove the harness works")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/bench/control"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
 // Scenario (r): the time from an apply until every stream holds the change,
@@ -28,16 +30,13 @@ type etcdServer struct {
 	exited chan struct{}
 }
 
-// startEtcd starts the etcd binary ($ETCD, else etcd on $PATH: Debian's
-// etcd-server) with its data under b.dir and waits until it is healthy.
+// startEtcd starts the etcd binary the tests use ($ETCD, else etcd built
+// once from its Go module by etcdtest.BuildBinary and cached) with its data
+// under b.dir and waits until it is healthy.
 func (b *bench) startEtcd() (*etcdServer, error) {
-	bin := os.Getenv("ETCD")
-	if bin == "" {
-		p, err := exec.LookPath("etcd")
-		if err != nil {
-			return nil, fmt.Errorf("scenario r needs the etcd binary (apt-get install etcd-server, or set $ETCD): %w", err)
-		}
-		bin = p
+	bin, err := etcdtest.BuildBinary(context.Background(), b.logf)
+	if err != nil {
+		return nil, fmt.Errorf("scenario r needs etcd: %w", err)
 	}
 	client, err := freeAddr()
 	if err != nil {

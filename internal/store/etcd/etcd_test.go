@@ -18,6 +18,7 @@ func TestMain(m *testing.M) {
 	if crashChildMain() {
 		return
 	}
+	etcdtest.Prebuild()
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,6 +1,7 @@
-// Package etcdtest starts real etcd servers for tests: the etcd binary
-// (Debian's etcd-server package; .ci/run installs it) on 127.0.0.1 ports,
-// with a temporary data directory, stopped when the test ends.
+// Package etcdtest starts real etcd servers for tests: an etcd binary
+// built from the etcd server's Go module (BuildBinary; $ETCD may name
+// another) on 127.0.0.1 ports, with a temporary data directory, stopped
+// when the test ends. Tests need Go and nothing else: no etcd on $PATH.
 package etcdtest
 
 import (
@@ -19,21 +20,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// Binary finds the etcd binary: $ETCD, else etcd on $PATH. A test skips
-// when there is none, except under CI (CI set), where that fails it.
+// Binary returns the etcd binary for a test (BuildBinary: $ETCD, else
+// built once per machine from etcd's Go module). It fails the test when
+// there is none; it never skips, so the etcd tests run wherever the test
+// command runs.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("ETCD"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("etcd")
+	p, err := BuildBinary(context.Background(), t.Logf)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd not found: install Debian's etcd-server (.ci/run does)")
-		}
-		t.Skip("etcd not found: apt-get install etcd-server to run the etcd store's tests")
+		t.Fatal(err)
 	}
 	return p
+}
+
+// Prebuild builds the etcd binary (BuildBinary) from a TestMain, before
+// m.Run starts the test binary's -timeout clock: the first build on a
+// machine can take minutes on a loaded one, which should not count
+// against the tests. A failure is not reported here: the tests that ask
+// for etcd report it.
+func Prebuild() {
+	BuildBinary(context.Background(), func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "etcdtest: "+format+"\n", args...)
+	})
 }
 
 // Member is one etcd server.
