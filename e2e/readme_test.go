@@ -93,7 +93,8 @@ func (l *lockedBuffer) String() string {
 
 // The README's first session runs as shown, in the order shown, on this
 // checkout: each command exits 0 (a server started with & stays up and
-// becomes ready before the next command).
+// becomes ready before the next command). The README's ports become free
+// ones (freePorts): the test passes while another program holds 18000.
 func TestREADMEWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
@@ -108,12 +109,14 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	p := freePorts(t)
 	for _, c := range cmds {
+		run := p.command(c)
 		if strings.HasSuffix(c, "&") {
-			startBackground(t, c, root, env, http.DefaultClient, "http://127.0.0.1:18001/readyz")
+			startBackground(t, run, root, env, http.DefaultClient, "http://"+p.addr(18001)+"/readyz")
 			continue
 		}
-		runREADMECommand(t, c, c, root, env)
+		runREADMECommand(t, c, run, root, env)
 	}
 }
 
@@ -192,9 +195,10 @@ func readmeCommands(block string) []string {
 // the first replica is killed (it falls back to the second).
 //
 // The commands are taken from the README; only where they run is
-// adapted: `go run ./cmd/xdsd` is the binary built for the tests, etcd's
-// data directories are under the test's temporary directory, and the
-// commands end with the test. The ports are the README's.
+// adapted: `go run ./cmd/xdsd` is the binary built for the tests, etcd is
+// the one etcdtest builds, etcd's data directories are under the test's
+// temporary directory, the README's ports are free ones (freePorts), and
+// the commands end with the test.
 func TestREADMEReplicas(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
@@ -206,7 +210,8 @@ func TestREADMEReplicas(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	adapt := strings.NewReplacer("go run ./cmd/xdsd", xdsdBin, "/tmp/", tmp+"/", "  etcd ", "  "+etcdBin+" ")
-	replicas, _ := runREADMEBlock(t, "replicas", adapt, root)
+	p := freePorts(t)
+	replicas, _ := runREADMEBlock(t, "replicas", adapt, p, root)
 	if len(replicas) != 2 {
 		t.Fatalf("the replicas block starts %d replicas, want 2", len(replicas))
 	}
@@ -225,19 +230,19 @@ func TestREADMEReplicas(t *testing.T) {
 	want := []string{"rds", "tp2", "--param", "env=prod", "--param", "version=v1"}
 	// Applied through the second replica: the first serves it, the relay
 	// in front of the first too.
-	for _, server := range []string{"127.0.0.1:18000", "127.0.0.1:18010", "127.0.0.1:18100"} {
+	for _, server := range []string{p.addr(18000), p.addr(18010), p.addr(18100)} {
 		if out := get(append([]string{"--server", server}, want...)...); !strings.Contains(out, "name: tp2") {
 			t.Fatalf("%s does not serve route tp2 applied through the other replica:\n%s", server, out)
 		}
 	}
 	// What the first replica's --watch loaded: the second serves it.
-	if out := get("--server", "127.0.0.1:18010", "cds", "quickstart"); !strings.Contains(out, "name: quickstart") {
+	if out := get("--server", p.addr(18010), "cds", "quickstart"); !strings.Contains(out, "name: quickstart") {
 		t.Fatalf("the second replica does not serve cluster quickstart from the first's --watch:\n%s", out)
 	}
 	bs := filepath.Join(tmp, "bootstrap.json")
 	block := readmeBlock(t, "replicas-bootstrap")
 	block = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(block), "```json")), "```"))
-	if err := os.WriteFile(bs, []byte(block), 0o644); err != nil {
+	if err := os.WriteFile(bs, []byte(p.text(block)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	viaBootstrap := get(append([]string{"--bootstrap", bs}, want...)...)
@@ -289,13 +294,13 @@ func waitHealthy(t *testing.T, url string) {
 }
 
 // runREADMEBlock runs the commands of a README sh block in order, each
-// adapted by adapt: a loop starting servers runs in its own process group;
+// adapted by adapt and moved to the free ports p: a loop starting servers runs in its own process group;
 // NAME=VALUE sets a variable for the commands after it (an etcd:// value
 // is waited on until its members are healthy); a command ending in & is a
 // server, waited on until its admin port's /readyz answers; any other
 // command must exit 0. It returns the servers `xdsd serve` started, in
 // order, and the output of the last command.
-func runREADMEBlock(t *testing.T, name string, adapt *strings.Replacer, root string) (serves []*exec.Cmd, last string) {
+func runREADMEBlock(t *testing.T, name string, adapt *strings.Replacer, p *ports, root string) (serves []*exec.Cmd, last string) {
 	t.Helper()
 	cmds := readmeCommands(readmeBlock(t, name))
 	if len(cmds) < 2 {
@@ -303,12 +308,12 @@ func runREADMEBlock(t *testing.T, name string, adapt *strings.Replacer, root str
 	}
 	env := os.Environ()
 	for _, c := range cmds {
-		run := adapt.Replace(c)
+		run := adapt.Replace(p.command(c))
 		switch {
 		case strings.HasPrefix(c, "for "):
 			startGroup(t, run, root, env)
 		case strings.HasPrefix(c, "ETCD="):
-			v := strings.TrimPrefix(c, "ETCD=")
+			v := strings.TrimPrefix(run, "ETCD=")
 			env = append(env, "ETCD="+v)
 			hosts, _, _ := strings.Cut(strings.TrimPrefix(v, "etcd://"), "/")
 			for h := range strings.SplitSeq(hosts, ",") {
@@ -316,13 +321,14 @@ func runREADMEBlock(t *testing.T, name string, adapt *strings.Replacer, root str
 			}
 		case strings.HasSuffix(strings.TrimSpace(strings.Split(c, "#")[0]), "&"):
 			run = strings.TrimSpace(strings.Split(run, "#")[0])
-			// The admin address to wait on: given, or the command's default.
-			addr := "127.0.0.1:18001"
-			if strings.Contains(c, " relay ") {
-				addr = "127.0.0.1:18101"
+			// The admin address to wait on: p.command names it always.
+			_, a, ok := strings.Cut(run, "--admin-addr ")
+			if !ok {
+				t.Fatalf("README command %q: no --admin-addr in %q", c, run)
 			}
-			if _, a, ok := strings.Cut(c, "--admin-addr "); ok {
-				addr, _, _ = strings.Cut(a, " ")
+			addr, _, _ := strings.Cut(a, " ")
+			if strings.HasPrefix(addr, ":") {
+				addr = "127.0.0.1" + addr
 			}
 			cmd := startBackground(t, run, root, env, http.DefaultClient, "http://"+addr+"/readyz")
 			if strings.Contains(c, " serve ") {
@@ -345,7 +351,7 @@ func TestREADMERelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, out := runREADMEBlock(t, "relay", strings.NewReplacer("go run ./cmd/xdsd", xdsdBin), root)
+	_, out := runREADMEBlock(t, "relay", strings.NewReplacer("go run ./cmd/xdsd", xdsdBin), freePorts(t), root)
 	if !strings.Contains(out, "name: tp2") || !strings.Contains(out, "env=prod") {
 		t.Fatalf("the get through the relay did not print route tp2's env=prod variant:\n%s", out)
 	}

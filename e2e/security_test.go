@@ -127,7 +127,8 @@ func securingSteps(t *testing.T) []securingStep {
 // The README's "Securing xdsd" walkthrough runs as shown: certificates
 // made with openssl, the server started with them and the policy, the
 // commands marked "!" refused and the others succeeding, the rotation
-// too. It uses the README's ports (18000, 18001).
+// too. The README's ports (18000, 18001) become free ones (freePorts), in
+// the commands and in the bootstrap files.
 func TestREADMESecuring(t *testing.T) {
 	for _, tool := range []string{"bash", "openssl", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -144,10 +145,11 @@ func TestREADMESecuring(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "PATH="+filepath.Dir(xdsdBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	p := freePorts(t)
 	ran := 0
 	for _, s := range steps {
 		if s.file != "" {
-			writeTemp(t, dir, s.file, s.content)
+			writeTemp(t, dir, s.file, p.text(s.content))
 			continue
 		}
 		ran++
@@ -160,10 +162,11 @@ func TestREADMESecuring(t *testing.T) {
 			}
 			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 			defer hc.CloseIdleConnections()
-			startBackground(t, s.cmd, dir, env, hc, "https://127.0.0.1:18001/readyz")
+			startBackground(t, p.command(s.cmd), dir, env, hc, "https://"+p.addr(18001)+"/readyz")
 			continue
 		}
 		c, refused := strings.CutPrefix(s.cmd, "! ")
+		c = p.command(c)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := exec.CommandContext(ctx, "bash", "-c", c)
 		cmd.Dir, cmd.Env = dir, env
