@@ -91,7 +91,11 @@ func Start(t testing.TB, n int) *Cluster {
 			"--listen-peer-urls", "http://" + m.peer, "--initial-advertise-peer-urls", "http://" + m.peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "xdsd-test", "--logger", "zap", "--log-outputs", filepath.Join(m.dir, "etcd.log"),
-			"--heartbeat-interval", "50", "--election-timeout", "500",
+			// etcd's default heartbeat, and twice its election timeout: on
+			// a loaded test machine a member that misses 500 ms of
+			// heartbeats starts an election, and requests meanwhile fail
+			// with "no leader" although nothing was killed.
+			"--heartbeat-interval", "100", "--election-timeout", "2000",
 		}
 		if err := m.start(); err != nil {
 			t.Fatal(err)
@@ -106,6 +110,7 @@ func (m *Member) start() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cmd := exec.Command(m.bin, m.args...)
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting etcd: %w", err)
 	}
@@ -164,7 +169,7 @@ func (c *Cluster) Wait(t testing.TB, endpoints ...string) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // generous: a loaded machine
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := cl.Get(ctx, "health")
