@@ -53,7 +53,10 @@ func crashChildMain() bool {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: j.Endpoints, Prefix: j.Prefix, LeaseTTL: time.Second})
+	// A short lease, so that a killed writer's staging expires soon (the
+	// test waits for that at its end); long enough that the living
+	// writer's keep-alives hold it on a loaded machine.
+	s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: j.Endpoints, Prefix: j.Prefix, LeaseTTL: 5 * time.Second, RequestTimeout: testRequestTimeout})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -91,7 +94,7 @@ func TestWriterKilledMidApply(t *testing.T) {
 	if _, err := w.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n := bigBatch()
+	n := crashBatchSize()
 	rounds := []struct {
 		point   string
 		nth     int
@@ -130,6 +133,16 @@ func TestWriterKilledMidApply(t *testing.T) {
 		if acked != (rd.point == "") {
 			t.Fatalf("round %d: acknowledged %v", round, acked)
 		}
+		if rd.point == "committed" {
+			// Killed before its copy: every chunk of the batch is still
+			// staged. It took several etcd requests, or the test would
+			// not test a batch larger than one.
+			chunks := stagedChunks(t, c, p)
+			t.Logf("round %d: the batch of %d variants was staged in %d chunks", round, n, chunks)
+			if chunks < 3 {
+				t.Fatalf("round %d: the batch of %d variants was staged in %d chunks, want several", round, n, chunks)
+			}
+		}
 		if rd.present {
 			applied = append(applied, round)
 		}
@@ -145,7 +158,7 @@ func TestWriterKilledMidApply(t *testing.T) {
 		fresh.Close()
 	}
 	// Every change set the follower saw held whole batches.
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer wcancel()
 	for w.Rev() < follower.Rev() {
 		cs, err := w.Next(wctx)
@@ -187,6 +200,36 @@ func TestWriterKilledMidApply(t *testing.T) {
 	if err != nil || r.Count != 0 {
 		t.Fatalf("staged keys left after clean-up: %d %v", r.Count, err)
 	}
+}
+
+// crashBatchSize is the size of the killed writers' batches: large enough to
+// be staged in several etcd requests (chunks of 1 MiB, about 6,000 of
+// these variants each) and copied in hundreds (120 operations each), so
+// that each crash point falls inside the write; smaller than bigBatch,
+// which the test's 5 rounds and 6 full reloads would pay for several
+// times over (205 s alone, 293 s under load, against 10 minutes for the
+// package).
+func crashBatchSize() int {
+	if testing.Short() {
+		return bigBatch()
+	}
+	return 20000
+}
+
+// stagedChunks counts the staged chunks under prefix p.
+func stagedChunks(t *testing.T, c *etcdtest.Cluster, p string) int {
+	t.Helper()
+	r, err := c.Client(t).Get(context.Background(), p+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, kv := range r.Kvs {
+		if strings.Contains(string(kv.Key), "/c/") {
+			n++
+		}
+	}
+	return n
 }
 
 func checkCrashState(t *testing.T, round int, s store.Store, n int, applied []int) {

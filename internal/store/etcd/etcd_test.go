@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -24,10 +25,18 @@ func TestMain(m *testing.M) {
 
 var prefixes atomic.Int64
 
+// testRequestTimeout bounds each etcd request of the stores the tests
+// open, except in TestUnreachable, which is about that bound. The default
+// (5 s, and 20 s for the initial load) is for a serving replica; on a
+// loaded test machine, with -race, loading a few 100,000-variant batches
+// or staging one can take longer without anything being wrong: a test
+// failing on that asserts nothing.
+const testRequestTimeout = 2 * time.Minute
+
 // open opens a store on a fresh prefix of cluster c.
 func open(t *testing.T, c *etcdtest.Cluster, prefix string) *etcd.Store {
 	t.Helper()
-	s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: prefix})
+	s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: prefix, RequestTimeout: testRequestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,10 +53,12 @@ func versions(t *testing.T, s store.Store) map[string]string {
 	return m
 }
 
-// waitRev waits until s holds revision rev.
+// waitRev waits until s holds revision rev: an event (Updated), with a
+// deadline generous enough for a replica loading 100,000 variants on a
+// loaded machine.
 func waitRev(t *testing.T, s store.Store, rev int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for {
 		ch := s.Updated()
@@ -280,7 +282,7 @@ func TestMemberKilled(t *testing.T) {
 	}
 	c.Wait(t, c.Members[0].Client)
 	// A replica reading through the member that was down sees it all.
-	s, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[0].Client}, Prefix: p})
+	s, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[0].Client}, Prefix: p, RequestTimeout: testRequestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,12 +301,12 @@ func TestCompactedWatchReloads(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	p := freshPrefix()
 	ctx := context.Background()
-	a, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[1].Client, c.Members[2].Client}, Prefix: p})
+	a, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[1].Client, c.Members[2].Client}, Prefix: p, RequestTimeout: testRequestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[0].Client}, Prefix: p})
+	b, err := etcd.Open(ctx, etcd.Options{Endpoints: []string{c.Members[0].Client}, Prefix: p, RequestTimeout: testRequestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +340,7 @@ func TestCompactedWatchReloads(t *testing.T) {
 
 	waitRev(t, b, last.Rev)
 	sameVersions(t, "after the reload", versions(t, a), versions(t, b))
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cs, err := w.Next(cctx)
 	if err != nil {
