@@ -351,7 +351,15 @@ func TestREADMERelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, out := runREADMEBlock(t, "relay", strings.NewReplacer("go run ./cmd/xdsd", xdsdBin), freePorts(t), root)
+	// In a scratch directory holding a copy of examples/ (--watch does not
+	// follow a symlinked directory): the server's default store
+	// (./xdsd.db) is the test's, not a file left in the checkout for the
+	// next run to load.
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "examples"), os.DirFS(filepath.Join(root, "examples"))); err != nil {
+		t.Fatal(err)
+	}
+	_, out := runREADMEBlock(t, "relay", strings.NewReplacer("go run ./cmd/xdsd", xdsdBin), freePorts(t), dir)
 	if !strings.Contains(out, "name: tp2") || !strings.Contains(out, "env=prod") {
 		t.Fatalf("the get through the relay did not print route tp2's env=prod variant:\n%s", out)
 	}
