@@ -14,13 +14,19 @@ import (
 // runFollow resolves the chain from each name and prints it as one
 // document; a dangling reference (or a name not had) fails it.
 func runFollow(f *getFlags, typ *resource.Type, names []string, stdout, stderr io.Writer) error {
-	c, err := inspect.StartClient(&f.Config, typ, names, min(inspect.FollowDoesNotExist, f.Timeout), clientLogger(stderr, slog.LevelWarn))
+	c, err := inspect.StartClient(&f.Config, typ, names, inspect.FollowWait(f.Timeout), clientLogger(stderr, slog.LevelWarn))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	ch, err := inspect.Follow(c, typ, names, f.Timeout, xdsMismatch)
 	if err != nil {
+		if len(ch.Resources) > 0 {
+			// What was resolved before the time ran out.
+			if perr := printJSONOrYAML(stdout, f.output, ch); perr != nil {
+				return perr
+			}
+		}
 		return nameUsage(err)
 	}
 	if err := printJSONOrYAML(stdout, f.output, ch); err != nil {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/internal/inspect"
 	"github.com/xdsd/xdsd/internal/testutil"
@@ -118,5 +122,57 @@ func TestGetComputed(t *testing.T) {
 	}
 	if code, _, errOut = runCmd(t, "get", "--server", xds, "cds", base+"&xds.resource.vip=96.54.3.2"); code == 0 || !strings.Contains(errOut, "reserves for attributes a client computes") {
 		t.Errorf("get of a name with xds.resource.vip: %d %s", code, errOut)
+	}
+}
+
+// Over SotW a server does not say that a route configuration is missing:
+// get --follow waits a little for it and then names the missing link,
+// well within a short --timeout (it waited the whole timeout and said
+// only "1 names unanswered").
+func TestGetFollowSotWNamesTheMissingLink(t *testing.T) {
+	listener := "\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: dl\napi_listener:\n  api_listener:\n" +
+		"    \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n" +
+		"    stat_prefix: dl\n    rds: {route_config_name: missing-route, config_source: {ads: {}}}\n" +
+		"    http_filters: [{name: router, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]\n"
+	dir := t.TempDir()
+	writeFile(t, dir, "l.yaml", listener)
+	xds, _ := startServe(t, "--watch", dir)
+	for _, transport := range []string{"--delta=false", "--delta"} {
+		code, out, errOut := runCmd(t, "get", "--server", xds, transport, "--follow", "--timeout", "3s", "lds", "dl")
+		if code != 1 || !strings.Contains(errOut, "listener dl: api_listener.api_listener.rds.route_config_name → route missing-route: does-not-exist") ||
+			!strings.Contains(out, "name: dl") {
+			t.Errorf("%s: exit %d\n%s%s", transport, code, out, errOut)
+		}
+	}
+}
+
+// A server that never answers: get --follow names the name it waited
+// for (as a client would, missing once its does-not-exist timer ran out)
+// within the timeout, rather than a count of names unanswered.
+func TestGetFollowNamesWhatWasUnanswered(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, silentADS{})
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	code, _, errOut := runCmd(t, "get", "--server", l.Addr().String(), "--follow", "--timeout", "2s", "rds", "r")
+	if code != 1 || !strings.Contains(errOut, "route r: does-not-exist") {
+		t.Errorf("exit %d\n%s", code, errOut)
+	}
+}
+
+// silentADS takes requests and never answers.
+type silentADS struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+}
+
+func (silentADS) StreamAggregatedResources(st discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	for {
+		if _, err := st.Recv(); err != nil {
+			return err
+		}
 	}
 }

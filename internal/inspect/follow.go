@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,14 @@ import (
 // (SotW route configurations and endpoints: docs/protocol.md §2.8).
 const FollowDoesNotExist = 3 * time.Second
 
+// FollowWait is the does-not-exist wait get --follow gives each name
+// under --timeout: FollowDoesNotExist, or less when the timeout is
+// short, so that a missing name one or two links down is still named as
+// missing before the timeout ends the whole chain.
+func FollowWait(timeout time.Duration) time.Duration {
+	return min(FollowDoesNotExist, timeout/3)
+}
+
 // Chain is what get --follow prints: every resource a client with the
 // given parameters resolves from the names asked for, in the order it
 // meets them, each with the reference that led to it, and the references
@@ -26,6 +35,9 @@ type Chain struct {
 	Time      string       `json:"time,omitempty"` // watch --follow
 	Resources []ChainEntry `json:"resources"`
 	Dangling  []string     `json:"dangling,omitempty"`
+	// Unanswered names the references followed to names no word came
+	// for (get --follow that ran out of time), as Dangling does.
+	Unanswered []string `json:"unanswered,omitempty"`
 }
 
 // ChainEntry is one resource of a chain.
@@ -125,6 +137,11 @@ func (w *chainWatcher) resolve() (ch Chain, pending int, unwatched []followKey) 
 		e, ok := w.latest[s.k]
 		if !ok {
 			pending++
+			what := fmt.Sprintf("%s %s", refs.Kind(s.k.typ), s.k.name)
+			if s.from != "" {
+				what = s.from + " → " + what
+			}
+			ch.Unanswered = append(ch.Unanswered, what)
 			continue
 		}
 		r := Render(e, resource.ForURL(s.k.typ))
@@ -216,7 +233,7 @@ func Follow(c *client.Client, typ *resource.Type, names []string, timeout time.D
 		if why := NotReached(c, names[0], timeout, hint); why != "" {
 			return ch, errors.New(why)
 		}
-		return ch, fmt.Errorf("the chain was not resolved within --timeout %v: %d names unanswered", timeout, pending)
+		return ch, fmt.Errorf("the chain was not resolved within --timeout %v: no answer for %s", timeout, strings.Join(ch.Unanswered, "; "))
 	}
 	return ch, nil
 }
