@@ -2,10 +2,12 @@ package protocol_test
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -154,4 +156,63 @@ func TestGuardIdentities(t *testing.T) {
 			t.Errorf("client %s has identity %q", c.NodeID, c.Identity)
 		}
 	}
+}
+
+// Issue 27 point 5: a glob whose members the policy all denies is
+// answered exactly as an empty glob is, so that its answer shows nothing
+// of them (before, it was never answered, which told that members
+// existed).
+func TestGuardDeniedGlobIsEmpty(t *testing.T) {
+	const (
+		lds    = "xdstp://a/envoy.config.listener.v3.Listener/"
+		secret = lds + "secret/*"
+		empty  = lds + "none/*"
+	)
+	h := newHarness(t, withGuard(mustPolicy(t, `rules:
+- types: [lds]
+  names: ["`+lds+`open/*"]
+- types: [sds]
+`)))
+	lis := func(n string) *resource.Variant {
+		return variant(resource.ListenerURL, n, "", fmt.Sprintf(`{"@type": "envoy.config.listener.v3.Listener", "name": %q}`, n))
+	}
+	h.put(lis(lds+"secret/a"), lis(lds+"secret/b"), lis(lds+"open/c"))
+
+	// Delta: each glob alone on a stream of its own; the answers differ
+	// only by the glob's name.
+	answer := func(glob string) string {
+		d := h.delta(node("d", nil))
+		d.Sub(resource.ListenerURL, glob)
+		r := d.Recv()
+		d.Ack(r)
+		d.Barrier(h.putSecret)
+		return strings.ReplaceAll(describe(r), glob, "GLOB")
+	}
+	got, want := answer(secret), answer(empty)
+	if got != want {
+		t.Fatalf("denied glob answered %q, an empty one %q", got, want)
+	}
+	if want != "listener.v3.Listener: -GLOB" {
+		t.Fatalf("empty glob answered %q", want)
+	}
+
+	// SotW: a full state without the denied members, as for an empty
+	// glob.
+	sotwAnswer := func(glob string) []string {
+		s := h.sotw(node("s", nil))
+		s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerURL, ResourceNames: []string{glob}})
+		r := s.Recv()
+		s.Ack(r, glob)
+		return sotwNames(t, r)
+	}
+	if got, want := sotwAnswer(secret), sotwAnswer(empty); len(got) != 0 || len(want) != 0 {
+		t.Fatalf("SotW: denied glob %v, empty glob %v", got, want)
+	}
+
+	// A denied member added later tells a subscriber nothing.
+	d := h.delta(node("later", nil))
+	d.Sub(resource.ListenerURL, secret)
+	d.Ack(d.Recv())
+	h.put(lis(lds + "secret/new"))
+	d.Barrier(h.putSecret)
 }

@@ -566,7 +566,15 @@ func (d *desirer) glob(wt *db.Sub) {
 	found := false
 	forced := d.ts.forced(wt, wt.Name)
 	if d.whole(wt) || forced {
-		d.r.GlobMembers(d.typeURL, wt.Name, wt.Params, func(v *resource.Variant) { d.add(v, wt, ""); found = true })
+		// A member the policy denies counts as absent, so that a glob
+		// whose members are all denied is answered exactly as an empty
+		// one, showing nothing of them (issue 27).
+		d.r.GlobMembers(d.typeURL, wt.Name, wt.Params, func(v *resource.Variant) {
+			if !d.denied(v) {
+				d.add(v, wt, "")
+				found = true
+			}
+		})
 		switch {
 		case found:
 		case d.r.Known(*wt):

@@ -37,6 +37,8 @@ type Origin struct {
 	Addr string // the xDS address; set by Start when it was 127.0.0.1:0
 	St   store.Store
 	Srv  *origin.Server
+	// Guard, when set before Start, is the policy its streams are held to.
+	Guard protocol.Guard
 
 	g *grpc.Server
 }
@@ -74,7 +76,7 @@ func (o *Origin) Start() {
 	}
 	o.Addr = lis.Addr().String()
 	o.St = st
-	o.Srv = origin.New(st, origin.Options{Logger: Quiet})
+	o.Srv = origin.New(st, origin.Options{Logger: Quiet, Protocol: protocol.Options{Guard: o.Guard}})
 	o.g = grpc.NewServer(protocol.ServerOptions()...)
 	o.Srv.Register(o.g)
 	o.Srv.Start()
