@@ -8,6 +8,8 @@
 //	  types: [lds, rds, cds, eds]                  # aliases or type URLs; omitted = every type
 //	  names: ["*"]                                 # globs over resource names; omitted = every name
 //	  params: {env: [prod]}                        # values these clients may claim; omitted = any
+//	  assign: {env: prod}                          # parameters the server sets for these clients
+//	  csds: all                                    # CSDS shows these clients every node (default: their own identity's)
 //	- clients: ["spiffe://example.org/ns/ops/*"]
 //	  admin: write                                 # read or write: an admin rule, for the admin API only
 //
@@ -27,13 +29,33 @@
 // (a glob) for k, or when no rule covering it lists values for k at all (a
 // rule's params restrict only the parameters it names). A client no rule
 // covers may claim nothing.
+//
+// Assigned parameters: the parameters a rule assigns are set, for every
+// client the rule covers, on every subscription and in the parameters
+// taken from node metadata, whatever the client claims or omits; a claim
+// of another value for an assigned parameter is refused. This is how a
+// policy requires a value rather than only restricting the values that
+// may be claimed: a TP2 constraint "env!=test" also matches a client that
+// sends no env at all. Two rules that could cover one identity may not
+// assign different values to one parameter: Parse refuses the policy,
+// naming both rules. Whether two rules could cover one identity is
+// decided from their patterns alone (a rule without clients covers every
+// identity; two globs overlap when some identity matches both), so a
+// conflict is found when the policy loads, not when a client connects.
+//
+// A rule whose only fields are clients and assign or csds allows no
+// resources: it assigns parameters or grants CSDS to the clients it
+// covers, and other rules say what they may receive. (A rule of clients
+// alone still allows everything, as before these fields existed.)
 package policy
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -51,6 +73,12 @@ type rule struct {
 	names   []string            // globs; nil: every name
 	params  map[string][]string // globs of values by parameter; nil: any
 	admin   string              // "read" or "write": an admin rule, which grants nothing over xDS
+	assign  map[string]string   // parameters set for the clients covered
+	csdsAll bool                // CSDS shows the clients covered every node
+	// grantOnly: the rule has only clients and assign or csds, and allows
+	// no resources.
+	grantOnly bool
+	at        string // "rules[i] (file:line)", for errors naming the rule
 }
 
 // Reasons a subscription is denied, as xdsd_denied_total{reason} counts
@@ -111,7 +139,8 @@ func Parse(data []byte, file string) (*Policy, error) {
 		if rn.Kind != yaml.MappingNode {
 			return nil, perr(rn, path, "want a mapping (clients, types, names, params)")
 		}
-		var r rule
+		r := rule{at: fmt.Sprintf("%s (%s:%d)", path, file, rn.Line)}
+		resources := false
 		for j := 0; j+1 < len(rn.Content); j += 2 {
 			k, v := rn.Content[j], rn.Content[j+1]
 			fp := path + "." + k.Value
@@ -139,8 +168,19 @@ func Parse(data []byte, file string) (*Policy, error) {
 					err = perr(v, fp, "want read or write")
 				}
 				r.admin = v.Value
+			case "assign":
+				r.assign, err = assignMap(v, fp, perr)
+			case "csds":
+				if v.Kind != yaml.ScalarNode || (v.Value != "all" && v.Value != "own") {
+					err = perr(v, fp, "want \"all\" (CSDS shows these clients every node) or \"own\" (only their own identity's, the default)")
+				}
+				r.csdsAll = v.Value == "all"
 			default:
-				err = perr(k, fp, "unknown field (want clients, types, names, params or admin)")
+				err = perr(k, fp, "unknown field (want clients, types, names, params, assign, csds or admin)")
+			}
+			switch k.Value {
+			case "types", "names", "params":
+				resources = true
 			}
 			if err != nil {
 				return nil, err
@@ -149,7 +189,11 @@ func Parse(data []byte, file string) (*Policy, error) {
 		if err := r.checkAdmin(rn, path, perr); err != nil {
 			return nil, err
 		}
+		r.grantOnly = !resources && (r.assign != nil || r.csdsAll)
 		p.rules = append(p.rules, r)
+	}
+	if err := p.checkAssignments(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return p, nil
 }
@@ -169,8 +213,55 @@ func (r *rule) checkAdmin(n *yaml.Node, path string, perr perrFunc) error {
 	if r.clients == nil {
 		return perr(n, path, "an admin rule needs \"clients\" (without it every client, anonymous ones too, would be an admin)")
 	}
-	if r.types != nil || r.names != nil || r.params != nil {
-		return perr(n, path, "an admin rule grants the admin API only: give types, names and params in a rule of their own")
+	if r.types != nil || r.names != nil || r.params != nil || r.assign != nil || r.csdsAll {
+		return perr(n, path, "an admin rule grants the admin API only: give types, names, params, assign and csds in a rule of their own")
+	}
+	return nil
+}
+
+// assignMap reads a rule's assign: parameter names to single values.
+func assignMap(n *yaml.Node, path string, perr perrFunc) (map[string]string, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, perr(n, path, "want a mapping of parameter names to values, e.g. {env: test}")
+	}
+	if len(n.Content) == 0 {
+		return nil, perr(n, path, "empty: it would assign nothing (omit the field)")
+	}
+	m := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			return nil, perr(v, path+"."+k.Value, "want one value (a string): an assigned parameter has exactly one")
+		}
+		if k.Value == "" {
+			return nil, perr(k, path, "empty parameter name")
+		}
+		m[k.Value] = v.Value
+	}
+	return m, nil
+}
+
+// checkAssignments refuses two rules that could cover one identity and
+// assign different values to one parameter.
+func (p *Policy) checkAssignments() error {
+	for i := range p.rules {
+		a := &p.rules[i]
+		for j := i + 1; j < len(p.rules); j++ {
+			b := &p.rules[j]
+			if a.assign == nil || b.assign == nil {
+				continue
+			}
+			for _, k := range slices.Sorted(maps.Keys(a.assign)) {
+				bv, ok := b.assign[k]
+				if !ok || bv == a.assign[k] {
+					continue
+				}
+				if who, overlap := coverOverlap(a.clients, b.clients); overlap {
+					return fmt.Errorf("%s assigns %s=%q and %s assigns %s=%q, and both cover %s: "+
+						"make their clients disjoint, or assign one value", a.at, k, a.assign[k], b.at, k, bv, who)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -195,6 +286,74 @@ func (p *Policy) Admin(identity string) string {
 // HasAdminRoles reports whether the policy has an admin rule.
 func (p *Policy) HasAdminRoles() bool {
 	return slices.ContainsFunc(p.rules, func(r rule) bool { return r.admin != "" })
+
+}
+
+// coverOverlap reports whether some identity could be covered by two
+// rules' clients (nil: every identity, the anonymous one included), and
+// describes one such set of identities.
+func coverOverlap(a, b []string) (string, bool) {
+	switch {
+	case a == nil && b == nil:
+		return "every client", true
+	case a == nil || b == nil:
+		globs := a
+		if a == nil {
+			globs = b
+		}
+		for _, g := range globs {
+			if g != "" {
+				return fmt.Sprintf("the identities matching %q", g), true
+			}
+		}
+		return "", false
+	}
+	for _, ga := range a {
+		for _, gb := range b {
+			if globsOverlap(ga, gb) {
+				return fmt.Sprintf("the identities matching both %q and %q", ga, gb), true
+			}
+		}
+	}
+	return "", false
+}
+
+// globsOverlap reports whether some non-empty identity (the anonymous
+// one, "", is covered only by rules without clients) matches both globs.
+func globsOverlap(a, b string) bool {
+	if !globsIntersect(a, b) {
+		return false
+	}
+	// Every string both match is non-empty when either has a literal
+	// character; globs of stars alone share "x" unless one is "".
+	literal := func(g string) bool { return strings.Trim(g, "*") != "" }
+	return literal(a) || literal(b) || (a != "" && b != "")
+}
+
+// globsIntersect reports whether some string matches both globs, by
+// walking both at once: a star may take nothing, or the other side's next
+// character (or star), in time len(a)*len(b).
+func globsIntersect(a, b string) bool {
+	seen := make([]bool, (len(a)+1)*(len(b)+1))
+	var walk func(i, j int) bool
+	walk = func(i, j int) bool {
+		if seen[i*(len(b)+1)+j] {
+			return false // already explored, and it failed
+		}
+		seen[i*(len(b)+1)+j] = true
+		switch {
+		case i == len(a) && j == len(b):
+			return true
+		case i < len(a) && a[i] == '*':
+			return walk(i+1, j) || (j < len(b) && walk(i, j+1))
+		case j < len(b) && b[j] == '*':
+			return walk(i, j+1) || (i < len(a) && walk(i+1, j))
+		case i < len(a) && j < len(b):
+			return a[i] == b[j] && walk(i+1, j+1)
+		}
+		return false
+	}
+	return walk(0, 0)
 }
 
 type perrFunc func(n *yaml.Node, path, format string, args ...any) error
@@ -273,7 +432,7 @@ func (r *rule) covers(identity string) bool {
 }
 
 func (r *rule) allowsType(typeURL string) bool {
-	return r.types == nil || slices.Contains(r.types, typeURL)
+	return !r.grantOnly && (r.types == nil || slices.Contains(r.types, typeURL))
 }
 
 func (r *rule) allowsName(name string) bool {
@@ -307,6 +466,10 @@ func (p *Policy) Allow(identity, typeURL, name string) string {
 // ClaimError is a parameter value a client may not claim.
 type ClaimError struct {
 	Identity, Param, Value string
+	// Assigned is the value the policy assigns the client, when it does
+	// (HasAssigned).
+	Assigned    string
+	HasAssigned bool
 }
 
 func (e *ClaimError) Error() string {
@@ -314,12 +477,16 @@ func (e *ClaimError) Error() string {
 	if who == "" {
 		who = "a client without a certificate identity"
 	}
+	if e.HasAssigned {
+		return fmt.Sprintf("dynamic parameter %s=%q: the policy assigns %s %s=%q; claim that value or none", e.Param, e.Value, who, e.Param, e.Assigned)
+	}
 	return fmt.Sprintf("dynamic parameter %s=%q: %s may not claim it (policy)", e.Param, e.Value, who)
 }
 
 // Claim checks the parameters a client claims (its node metadata's, or a
 // TP2 locator's): nil, or a *ClaimError naming the first parameter, in
-// name order, it may not claim.
+// name order, it may not claim. A parameter the policy assigns the client
+// may be claimed with its assigned value only.
 func (p *Policy) Claim(identity string, params map[string]string) error {
 	if len(params) == 0 {
 		return nil
@@ -329,12 +496,49 @@ func (p *Policy) Claim(identity string, params map[string]string) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	assigned := p.Assigned(identity)
 	for _, k := range keys {
+		if a, ok := assigned[k]; ok {
+			if params[k] != a {
+				return &ClaimError{Identity: identity, Param: k, Value: params[k], Assigned: a, HasAssigned: true}
+			}
+			continue
+		}
 		if !p.mayClaim(identity, k, params[k]) {
 			return &ClaimError{Identity: identity, Param: k, Value: params[k]}
 		}
 	}
 	return nil
+}
+
+// Assigned returns the parameters the policy sets for identity (nil when
+// none): the union of the assign of every rule covering it, which Parse
+// made sure agree.
+func (p *Policy) Assigned(identity string) map[string]string {
+	var out map[string]string
+	for i := range p.rules {
+		r := &p.rules[i]
+		if r.assign == nil || !r.covers(identity) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(r.assign))
+		}
+		maps.Copy(out, r.assign)
+	}
+	return out
+}
+
+// CSDSAll reports whether identity may see every connected client in
+// CSDS (a rule covering it says csds: all), rather than only the clients
+// of its own identity.
+func (p *Policy) CSDSAll(identity string) bool {
+	for i := range p.rules {
+		if r := &p.rules[i]; r.csdsAll && r.covers(identity) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Policy) mayClaim(identity, k, v string) bool {

@@ -24,7 +24,7 @@ import (
 type csds struct{ s *Server }
 
 func (c csds) FetchClientStatus(ctx context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
-	return c.s.clientStatus(req, c.s.csdsVisible(ctx))
+	return c.s.clientStatus(req, c.s.csdsScope(ctx))
 }
 
 // StreamClientStatus answers each request on the stream with the state
@@ -38,7 +38,7 @@ func (c csds) StreamClientStatus(ss statusv3.ClientStatusDiscoveryService_Stream
 		if err != nil {
 			return err
 		}
-		resp, err := c.s.clientStatus(req, c.s.csdsVisible(ss.Context()))
+		resp, err := c.s.clientStatus(req, c.s.csdsScope(ss.Context()))
 		if err != nil {
 			return err
 		}
@@ -48,22 +48,22 @@ func (c csds) StreamClientStatus(ss statusv3.ClientStatusDiscoveryService_Stream
 	}
 }
 
-// clientStatus answers a CSDS request; visible, if set, says which
-// resources the caller may learn of (guard.go).
-func (s *Server) clientStatus(req *statusv3.ClientStatusRequest, visible func(typeURL, name string) bool) (*statusv3.ClientStatusResponse, error) {
+// clientStatus answers a CSDS request within what the caller may learn
+// of (guard.go).
+func (s *Server) clientStatus(req *statusv3.ClientStatusRequest, scope csdsScope) (*statusv3.ClientStatusResponse, error) {
 	match, err := nodeMatcher(req.GetNodeMatchers())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	out := &statusv3.ClientStatusResponse{}
 	for _, cl := range s.Clients() {
-		if !match(cl.NodeID) {
+		if !match(cl.NodeID) || (scope.client != nil && !scope.client(cl.Identity)) {
 			continue
 		}
 		cc := &statusv3.ClientConfig{Node: cl.Node}
 		for _, ts := range cl.Types {
 			for _, g := range genericConfigs(ts) {
-				if visible == nil || visible(g.TypeUrl, g.Name) {
+				if scope.resource == nil || scope.resource(g.TypeUrl, g.Name) {
 					cc.GenericXdsConfigs = append(cc.GenericXdsConfigs, g)
 				}
 			}

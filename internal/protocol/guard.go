@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/mtls"
 	"github.com/xdsd/xdsd/internal/redact"
@@ -27,6 +29,13 @@ type Guard interface {
 	// Claim returns an error naming the first parameter of params that
 	// identity may not claim, or nil.
 	Claim(identity string, params map[string]string) error
+	// Assigned returns the parameters the policy sets for identity on
+	// every subscription and in its node metadata's, whatever it claims
+	// or omits (nil when none).
+	Assigned(identity string) map[string]string
+	// CSDSAll reports whether identity may see every client in CSDS;
+	// otherwise it sees only the clients of its own identity.
+	CSDSAll(identity string) bool
 }
 
 // denyMetric counts refusals by reason.
@@ -83,6 +92,19 @@ func (s *stream) claim(params map[string]string, where string) error {
 	return nil
 }
 
+// withAssigned returns p with the parameters the policy assigns the
+// stream's client set over it (p itself when there are none). The claims
+// were checked first, so nothing it overrides disagreed.
+func (s *stream) withAssigned(p constraint.Params) constraint.Params {
+	if len(s.assigned) == 0 {
+		return p
+	}
+	out := make(constraint.Params, len(p)+len(s.assigned))
+	maps.Copy(out, p)
+	maps.Copy(out, s.assigned)
+	return out
+}
+
 // csdsConfig is a variant as CSDS shows it: its secrets (the fields
 // marked udpa.annotations.sensitive) replaced by digests, as Envoy's own
 // config dump does.
@@ -104,14 +126,26 @@ func csdsConfig(v *resource.Variant) *anypb.Any {
 	return a
 }
 
-// csdsVisible filters a CSDS answer for its caller: with a Guard, only
+// csdsScope is what a CSDS answer shows its caller. With a Guard, only
 // the resources the caller's own identity may receive are shown, so that
-// CSDS tells no one what the policy hides from them.
-func (s *Server) csdsVisible(ctx context.Context) func(typeURL, name string) bool {
+// CSDS tells no one what the policy hides from them; and only the clients
+// of the caller's own identity, unless the policy grants it csds: all (a
+// node's id and metadata are a client's own business). Without a Guard
+// everything is shown (the loopback default).
+type csdsScope struct {
+	resource func(typeURL, name string) bool // nil: every resource
+	client   func(identity string) bool      // nil: every client
+}
+
+func (s *Server) csdsScope(ctx context.Context) csdsScope {
 	g := s.opts.Guard
 	if g == nil {
-		return nil
+		return csdsScope{}
 	}
 	who := mtls.FromContext(ctx)
-	return func(typeURL, name string) bool { return g.Allow(who, typeURL, name) == "" }
+	sc := csdsScope{resource: func(typeURL, name string) bool { return g.Allow(who, typeURL, name) == "" }}
+	if !g.CSDSAll(who) {
+		sc.client = func(identity string) bool { return identity == who }
+	}
+	return sc
 }

@@ -23,7 +23,7 @@ import (
 func (s *stream) newWatch(ts *typeState, n string, locator map[string]string, byLocator bool) *db.Sub {
 	p := s.nodeParams
 	if byLocator {
-		p = constraint.Params(locator)
+		p = s.withAssigned(constraint.Params(locator))
 	}
 	w := db.NewSub(ts.typ.URL, n, p)
 	w.Locator = byLocator
@@ -42,6 +42,7 @@ func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed b
 		if err := s.claim(s.nodeParams, "node metadata"); err != nil {
 			return nil, false, err
 		}
+		s.nodeParams = s.withAssigned(s.nodeParams)
 	}
 	if s.member == nil {
 		// Counted in the fleet from its first request, under its node's

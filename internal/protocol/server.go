@@ -164,6 +164,12 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	if stop == nil {
 		st.wake = make(chan struct{}, 1)
 	}
+	if s.opts.Guard != nil {
+		// A client that never sends a node still subscribes with what the
+		// policy assigns it.
+		st.assigned = s.opts.Guard.Assigned(st.identity)
+		st.nodeParams = st.withAssigned(nil)
+	}
 	st.sub = db.NewSubscriber(st.signal)
 	st.sub.Owner = st
 	s.mu.Lock()

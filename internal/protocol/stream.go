@@ -54,7 +54,10 @@ type stream struct {
 	addr      string
 	identity  string // the client certificate's URI SAN (internal/mtls)
 	userAgent string // the gRPC user-agent header: with the node, it tells the agent
-	started   time.Time
+	// assigned: the parameters the policy sets for the identity
+	// (Guard.Assigned), over the node metadata's and every locator's.
+	assigned map[string]string
+	started  time.Time
 
 	sub *db.Subscriber
 	// A single-goroutine stream (runSingle) starts a sender goroutine when
