@@ -80,7 +80,7 @@ func TestSecretsStaySecret(t *testing.T) {
 			t.Errorf("%s lacks the digest %s:\n%s", what, digest, outputs[what])
 		}
 	}
-	if !strings.Contains(outputs["diff"], "redacted sha256:") {
+	if !strings.Contains(outputs["diff"], "redacted hmac:") {
 		t.Errorf("diff does not show the key changed (as digests):\n%s", outputs["diff"])
 	}
 }

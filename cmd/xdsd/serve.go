@@ -19,6 +19,7 @@ import (
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/origin"
+	"github.com/xdsd/xdsd/internal/redact"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
@@ -140,6 +141,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		return err
 	}
 	defer st.Close()
+	// Redaction digests are keyed by the store's key, so that replicas
+	// agree on them and restarts keep them (internal/redact).
+	rk, err := store.KeyFor(ctx, st, store.RedactKeyName)
+	if err != nil {
+		return err
+	}
+	redact.SetKey(rk)
 
 	reg := newRegistry()
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})

@@ -6,14 +6,25 @@
 // "sensitive" fields). The digest lets an operator tell whether two
 // copies hold the same secret without seeing it.
 //
+// The digest is an HMAC-SHA256 under a secret key, not a plain hash: a
+// plain hash of a password can be tested offline against guesses by
+// anyone who reads it. xdsd serve keeps the key in its store
+// (store.Keyring), so replicas sharing a store agree on digests and they
+// stay the same across restarts; a process that has no store (a relay,
+// xdsd get) uses a random key of its own, so its digests differ from the
+// server's and from one run to the next.
+//
 // Resources are served over xDS unchanged: only clients the policy allows
 // receive them.
 package redact
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cncf/xds/go/udpa/annotations"
 	"google.golang.org/protobuf/proto"
@@ -21,11 +32,33 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Digest is what replaces a secret value: "[redacted sha256:…]" with the
-// first 12 bytes of the value's SHA-256.
+// key is the HMAC key of digests: random per process until SetKey.
+var key atomic.Pointer[[]byte]
+
+func init() {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	key.Store(&k)
+}
+
+// SetKey sets the key of every digest the process makes from now on (xdsd
+// serve: the store's). An empty key is ignored.
+func SetKey(k []byte) {
+	if len(k) == 0 {
+		return
+	}
+	c := append([]byte(nil), k...)
+	key.Store(&c)
+}
+
+// Digest is what replaces a secret value: "[redacted hmac:…]" with the
+// first 12 bytes of the value's HMAC-SHA256 under the process's key.
 func Digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "[redacted sha256:" + hex.EncodeToString(sum[:12]) + "]"
+	m := hmac.New(sha256.New, *key.Load())
+	m.Write(b)
+	return "[redacted hmac:" + hex.EncodeToString(m.Sum(nil)[:12]) + "]"
 }
 
 // Message returns m with every sensitive field replaced by its digest —

@@ -1,6 +1,8 @@
 package redact_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -54,7 +56,7 @@ func TestSecretInAny(t *testing.T) {
 	c := &clusterv3.Cluster{Name: "c", TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: ctx}}}
 	js := protojson.Format(redact.Message(c))
-	if strings.Contains(js, "PRIVATE KEY") || !strings.Contains(js, "redacted sha256:") {
+	if strings.Contains(js, "PRIVATE KEY") || !strings.Contains(js, "redacted hmac:") {
 		t.Errorf("redacted cluster:\n%s", js)
 	}
 }
@@ -63,5 +65,32 @@ func TestNothingSecret(t *testing.T) {
 	c := &clusterv3.Cluster{Name: "plain"}
 	if got := redact.Message(c); got != proto.Message(c) {
 		t.Error("a message with nothing secret was copied")
+	}
+}
+
+// Issue 27 point 8, the attack: a digest was a bare SHA-256 prefix, so
+// anyone who read one could test guessed passwords offline. It is now an
+// HMAC under a secret key: the guess's hash does not match, the same key
+// gives the same digest (replicas, restarts), and another key another.
+func TestDigestIsKeyed(t *testing.T) {
+	const password = "hunter2"
+	sum := sha256.Sum256([]byte(password))
+	guess := hex.EncodeToString(sum[:12])
+	redact.SetKey([]byte("key one"))
+	d1 := redact.Digest([]byte(password))
+	if strings.Contains(d1, guess) || !strings.HasPrefix(d1, "[redacted hmac:") {
+		t.Fatalf("digest %s is the bare hash of the secret", d1)
+	}
+	redact.SetKey([]byte("key two"))
+	if d2 := redact.Digest([]byte(password)); d2 == d1 {
+		t.Fatal("two keys give one digest")
+	}
+	redact.SetKey([]byte("key one"))
+	if again := redact.Digest([]byte(password)); again != d1 {
+		t.Fatalf("the same key gives %s, then %s", d1, again)
+	}
+	redact.SetKey(nil) // ignored
+	if again := redact.Digest([]byte(password)); again != d1 {
+		t.Fatal("an empty key was taken")
 	}
 }

@@ -19,6 +19,7 @@ type Store struct {
 	st     *store.MemState
 	notify store.Notifier
 	closed bool
+	keys   map[string][]byte // store.Keyring
 }
 
 // New returns an empty store keeping DefaultHistory revisions of history.
@@ -121,4 +122,21 @@ func (s *Store) Close() error {
 		s.notify.Wake()
 	}
 	return nil
+}
+
+// Key implements store.Keyring: kept for the store's life.
+func (s *Store) Key(_ context.Context, name string, fresh []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	if k, ok := s.keys[name]; ok {
+		return append([]byte(nil), k...), nil
+	}
+	if s.keys == nil {
+		s.keys = map[string][]byte{}
+	}
+	s.keys[name] = append([]byte(nil), fresh...)
+	return append([]byte(nil), fresh...), nil
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ClosedStore", func(t *testing.T) { testClosed(t, open(t)) })
 	t.Run("History", func(t *testing.T) { testHistory(t, open(t)) })
 	t.Run("IfRev", func(t *testing.T) { testIfRev(t, open(t)) })
+	t.Run("Keyring", func(t *testing.T) { testKeyring(t, open(t)) })
 }
 
 func apply(t *testing.T, s store.Store, b store.Batch) store.Result {
