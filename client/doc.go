@@ -76,7 +76,8 @@
 // happen. Close stops everything and waits for it, except a handler call
 // under way, which may be Close's own caller.
 //
-// client must not import protocol, store or the roles. A relay reaches
-// what the public API does not offer — the cache policy it runs the client
-// under, and the client's db — through internal/cachepolicy.
+// client must not import protocol, store or the roles. The relay's engine
+// (internal/relayrole) reaches what the public API does not offer — the
+// cache policy it runs the client under, and the client's db — through
+// internal/cachepolicy.
 package client
