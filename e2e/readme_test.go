@@ -21,16 +21,7 @@ import (
 // <!-- /name -->.
 func readmeBlock(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(data), "<!-- "+name+" -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- /"+name+" -->")
-	if !ok || !ok2 {
-		t.Fatalf("README.md has no %s block", name)
-	}
-	return block
+	return docBlock(t, "README.md", name)
 }
 
 // walkthrough returns the commands of the README's first session: the
