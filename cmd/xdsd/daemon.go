@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,45 @@ type daemonFlags struct {
 	maxApplyBytes                           int64
 	adminReadTimeout                        time.Duration
 	securityFlags                           // security.go
+	// xdsDefault and adminDefault say that --xds-addr and --admin-addr
+	// were left to their defaults: a default port another process holds
+	// is then replaced by a free one (noteExplicit).
+	xdsDefault, adminDefault bool
+}
+
+// noteExplicit records which addresses the command line left to their
+// defaults; call it once the flags are parsed.
+func (f *daemonFlags) noteExplicit(fs *flag.FlagSet) {
+	f.xdsDefault, f.adminDefault = true, true
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "xds-addr":
+			f.xdsDefault = false
+		case "admin-addr":
+			f.adminDefault = false
+		}
+	})
+}
+
+// bind listens on addr. When addr is a default the command line did not
+// give and another process holds its port, it listens on a free port of
+// the same host instead, and note says so: the first command a newcomer
+// runs works on a machine where something already took 18000. An
+// address given with the flag is bound as given, or fails naming it.
+func bind(addr string, isDefault bool, flagName, what string) (l net.Listener, note string, err error) {
+	l, err = net.Listen("tcp", addr)
+	if err == nil || !isDefault || !errors.Is(err, syscall.EADDRINUSE) {
+		if err != nil {
+			err = bindHint(err, flagName)
+		}
+		return l, "", err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	l, err2 := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err2 != nil {
+		return nil, "", bindHint(err, flagName)
+	}
+	return l, fmt.Sprintf("%s is taken by another process: %s listens on %s instead (give %s to choose)", addr, what, l.Addr(), flagName), nil
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
@@ -135,6 +175,9 @@ type daemon struct {
 	lis, alis net.Listener
 	hs        *http.Server
 	errc      chan error
+	// notes say what the daemon did that the command line did not ask
+	// for (a default port taken): logged as warnings by the caller.
+	notes []string
 }
 
 // listen binds the xDS address and, unless it is empty, the admin one, for
@@ -142,16 +185,22 @@ type daemon struct {
 // before start.
 func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server), adminHandler http.Handler) (*daemon, error) {
 	f = f.withDefaults()
-	lis, err := net.Listen("tcp", f.xdsAddr)
+	lis, note, err := bind(f.xdsAddr, f.xdsDefault, "--xds-addr", "xDS")
 	if err != nil {
-		return nil, fmt.Errorf("xDS listener: %w", bindHint(err, "--xds-addr"))
+		return nil, fmt.Errorf("xDS listener: %w", err)
 	}
 	d := &daemon{lis: newLimitListener(lis, f.maxConns, "xds", reg), errc: make(chan error, 4)} // one each: gRPC, admin, and the caller's (serve's store follower)
+	if note != "" {
+		d.notes = append(d.notes, note)
+	}
 	if f.adminAddr != "" {
-		alis, err := net.Listen("tcp", f.adminAddr)
+		alis, note, err := bind(f.adminAddr, f.adminDefault, "--admin-addr", "the admin API")
 		if err != nil {
 			lis.Close()
-			return nil, fmt.Errorf("admin listener: %w", bindHint(err, "--admin-addr"))
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+		if note != "" {
+			d.notes = append(d.notes, note)
 		}
 		d.alis = f.adminListener(newLimitListener(alis, f.adminMaxConns, "admin", reg))
 		// Slow or idle admin clients cannot hold connections for long.

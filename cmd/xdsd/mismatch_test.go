@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/internal/testutil"
 
 	"google.golang.org/grpc"
 )
@@ -123,4 +129,70 @@ func TestServeStartErrorsNameTheFix(t *testing.T) {
 			t.Errorf("%v: exit %d\n%s", tc.args, code, errOut)
 		}
 	}
+}
+
+// serve left to its default ports on a machine where another process
+// holds them (held here by the test, or by whatever holds them already)
+// serves on free ports instead and says so; the ports given with a flag
+// are never replaced (TestServeStartErrorsNameTheFix).
+func TestDefaultPortsTakenServeOnFreeOnes(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:18000", "127.0.0.1:18001"} {
+		if l, err := net.Listen("tcp", a); err == nil {
+			defer l.Close()
+		}
+	}
+	var logs lockedLog
+	f := serveFlags{daemonFlags: daemonFlags{xdsAddr: "127.0.0.1:18000", adminAddr: "127.0.0.1:18001", xdsDefault: true, adminDefault: true,
+		logLevel: "error", maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000},
+		storeSpec: "mem:", watchInterval: 50 * time.Millisecond, maxBatchBytes: 1 << 20, history: 10}
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, f, slog.New(slog.NewTextHandler(&logs, nil)), func(x, a string) { up <- [2]string{x, a} })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	var addrs [2]string
+	select {
+	case addrs = <-up:
+	case err := <-done:
+		t.Fatalf("serve on taken default ports: %v", err)
+	case <-time.After(testutil.Wait):
+		t.Fatal("serve never became ready")
+	}
+	if strings.HasSuffix(addrs[0], ":18000") || strings.HasSuffix(addrs[1], ":18001") {
+		t.Fatalf("serve took the held ports: %v", addrs)
+	}
+	if code, body := httpGet(t, "http://"+addrs[1]+"/readyz"); code != 200 {
+		t.Errorf("readyz on %s: %d %s", addrs[1], code, body)
+	}
+	for _, want := range []string{"127.0.0.1:18000 is taken by another process: xDS listens on " + addrs[0], "give --xds-addr to choose",
+		"127.0.0.1:18001 is taken by another process: the admin API listens on " + addrs[1]} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// lockedLog collects a logger's output while the test may read it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -36,6 +36,7 @@ func runRelay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.noteExplicit(fs)
 	if err := noArgs(pos); err != nil {
 		return err
 	}
@@ -105,6 +106,9 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	if err != nil {
 		r.Close()
 		return err
+	}
+	for _, n := range d.notes {
+		log.Warn(n)
 	}
 	d.start()
 	d.serving() // a relay serves from its cache, whatever its upstream's state

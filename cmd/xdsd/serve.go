@@ -99,6 +99,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.noteExplicit(fs)
 	if err := noArgs(pos); err != nil {
 		return err
 	}
@@ -168,6 +169,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	})))
 	if err != nil {
 		return err
+	}
+	for _, n := range d.notes {
+		log.Warn(n)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
