@@ -57,16 +57,19 @@ func (s *stream) hidden(typeURL string) func(name string) bool {
 	return func(name string) bool { return g.Allow(s.identity, typeURL, name) != "" }
 }
 
-// screen counts and logs (rate-limited) a named subscription the policy
-// denies; desire then answers it as absent (s.mu held).
-func (s *stream) screen(w *db.Sub) {
+// denies reports whether the policy denies a named subscription, and
+// counts and logs (rate-limited) the denial (s.mu held). A denied name is
+// answered as if it did not exist and not kept: no subscription, nothing
+// held, so that names a client may not have cost the server nothing once
+// answered (issue 27: 99,000 denied names held 1.7 KB each).
+func (s *stream) denies(w *db.Sub) bool {
 	g := s.srv.opts.Guard
 	if g == nil || w.Kind != db.Named {
-		return
+		return false
 	}
 	reason := g.Allow(s.identity, w.Type, w.Name)
 	if reason == "" {
-		return
+		return false
 	}
 	s.srv.metrics.denied.WithLabelValues(reason).Inc()
 	if suppressed, ok := s.denyLog.allow(time.Now()); ok {
@@ -74,6 +77,7 @@ func (s *stream) screen(w *db.Sub) {
 			"stream", s.id, "identity", s.identity, "address", s.addr, "type", w.Type,
 			"name", truncate(w.Name, maxLoggedText), "reason", reason, "suppressed", suppressed)
 	}
+	return true
 }
 
 // claim checks parameters the client claims (where: "node metadata" or a

@@ -216,3 +216,46 @@ func TestGuardDeniedGlobIsEmpty(t *testing.T) {
 	h.put(lis(lds + "secret/new"))
 	d.Barrier(h.putSecret)
 }
+
+// Issue 27 point 4, the attack: one delta request of 99,000 names the
+// policy denies cost about 1.7 KB of server memory a name, held for the
+// stream's life. Each is now answered as removed and not kept: the
+// stream holds no subscription and nothing of them, and the heap is back
+// near where it was.
+func TestGuardDeniedNamesAreNotKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates")
+	}
+	h := newHarness(t, withGuard(mustPolicy(t, publicPolicy)))
+	h.put(cluster("public-a"))
+	const n = 99000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("private-%06d", i)
+	}
+	d := h.delta(node("attacker", nil))
+	d.Sub(resource.ClusterURL, "public-a") // the type's state exists before the baseline
+	d.Ack(d.Recv())
+	base := heapInUse()
+	d.Sub(resource.ClusterURL, names...)
+	r := d.Recv()
+	if len(r.Resources) != 0 || len(r.RemovedResources) != n {
+		t.Fatalf("want %d names removed and nothing sent, got %d resources, %d removed", n, len(r.Resources), len(r.RemovedResources))
+	}
+	d.Ack(r)
+	d.Barrier(h.putSecret)
+	r = nil
+	after := heapInUse()
+	kept := int64(after) - int64(base)
+	t.Logf("heap: %d KiB before the request, %d KiB after: %d bytes a denied name", base>>10, after>>10, kept/n)
+	for _, c := range h.srv.Clients() {
+		for _, ts := range c.Types {
+			if ts.URL == resource.ClusterURL && (len(ts.Subscriptions) != 1 || len(ts.Held) != 1) {
+				t.Fatalf("the stream keeps %d subscriptions and %d held names of clusters, want only public-a's", len(ts.Subscriptions), len(ts.Held))
+			}
+		}
+	}
+	if kept > 100*n {
+		t.Fatalf("%d denied names kept %d KiB (%d bytes each), want under 100 bytes each", n, kept>>10, kept/n)
+	}
+}

@@ -91,8 +91,14 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 	// wildcard, and an empty list is a wildcard only until the client has
 	// named something (and only for the types with wildcard semantics).
 	next := map[db.Key]*db.Sub{}
+	denied := false
 	for _, n := range req.GetResourceNames() {
 		w := s.newWatch(ts, n, nil, false)
+		if s.denies(w) {
+			// Not kept; SotW never sends what does not exist.
+			denied = true
+			continue
+		}
 		next[w.Key] = w
 	}
 	for _, l := range req.GetResourceLocators() {
@@ -101,9 +107,13 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 			return err
 		}
 		w := s.newWatch(ts, l.GetName(), l.GetDynamicParameters(), true)
+		if s.denies(w) {
+			denied = true
+			continue
+		}
 		next[w.Key] = w
 	}
-	if len(next) > 0 {
+	if len(next) > 0 || denied {
 		ts.everNamed = true
 	} else if !ts.everNamed && ts.typ.FullState {
 		w := s.newWatch(ts, db.Wildcard, nil, false)
@@ -122,12 +132,13 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 			return err
 		}
 		if added {
-			s.screen(w)
 			// §1.6: a newly added name is sent even if it was sent before.
 			c.force = append(c.force, w)
 		}
 	}
-	c.mustReply = c.changed && ts.typ.FullState
+	// A full state answers a changed list, denied names included (they
+	// are answered by their absence).
+	c.mustReply = (c.changed || denied) && ts.typ.FullState
 	s.apply(c)
 	return nil
 }
@@ -278,10 +289,13 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 			return err
 		}
 		w := s.newWatch(ts, n, loc, tp2)
-		if added, err := c.add(w); err != nil {
+		if s.denies(w) {
+			// §2.2: answered, as if it did not exist, and not kept.
+			c.denied = append(c.denied, w.Name)
+			return nil
+		}
+		if _, err := c.add(w); err != nil {
 			return err
-		} else if added {
-			s.screen(w)
 		}
 		// §2.2: every subscribed name is answered, even when the server
 		// believes the client is current, except what the client declared
@@ -373,6 +387,8 @@ type subChange struct {
 	// declare is the first delta request of a type that lists what the
 	// client holds (§2.9).
 	declare *discoveryv3.DeltaDiscoveryRequest
+	// denied: names the policy denies, answered as removed and not kept.
+	denied []string
 }
 
 // change starts a subChange of ts (s.mu held).
@@ -472,6 +488,12 @@ func (s *stream) apply(c *subChange) {
 	}
 	if c.mustReply {
 		ts.mustReply = true
+	}
+	for _, n := range c.denied {
+		if ts.deniedAnswer == nil {
+			ts.deniedAnswer = map[string]struct{}{}
+		}
+		ts.deniedAnswer[db.Canonical(n)] = struct{}{}
 	}
 	if c.changed || len(ts.force) > 0 || len(ts.forceWatches) > 0 {
 		ts.markRequested()

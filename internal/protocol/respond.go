@@ -385,7 +385,7 @@ func heldByName(w *want) *heldSet {
 
 func (ts *typeState) reset() {
 	clear(ts.dirty) // kept: the next change reuses it
-	ts.force, ts.forceWatches = nil, nil
+	ts.force, ts.forceWatches, ts.deniedAnswer = nil, nil, nil
 	ts.dirtyAll, ts.mustReply = false, false
 }
 
@@ -500,6 +500,27 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 			}
 			removeHeld(target, n, h)
 			ts.setHeld(n, &held{absent: true})
+		}
+	}
+	// Names the policy denies are told removed, as if they did not exist,
+	// and nothing of them is kept (a name also held — declared on
+	// reconnection — was dropped above, uncovered).
+	if len(ts.deniedAnswer) > 0 {
+		denied := make([]string, 0, len(ts.deniedAnswer))
+		for n := range ts.deniedAnswer {
+			if _, wanted := w.byName[n]; !wanted {
+				denied = append(denied, n)
+			}
+		}
+		sort.Strings(denied)
+		have := make(map[string]bool, len(resp.removed))
+		for _, n := range resp.removed {
+			have[n] = true
+		}
+		for _, n := range denied {
+			if !have[n] {
+				resp.removed = append(resp.removed, n)
+			}
 		}
 	}
 	if !rem.empty() {

@@ -71,6 +71,9 @@ type typeState struct {
 	force        map[string]struct{} // names
 	forceWatches map[db.Key]struct{} // everything a new watch covers
 	mustReply    bool
+	// deniedAnswer: names the policy denies that a delta request
+	// subscribed, to be answered as removed once and then forgotten.
+	deniedAnswer map[string]struct{}
 	since        time.Time
 
 	// Nonces and acknowledgements.
@@ -322,7 +325,7 @@ func (ts *typeState) forced(w *db.Sub, n string) bool {
 }
 
 func (ts *typeState) busy() bool {
-	return ts.dirtyAll || len(ts.dirty) > 0 || len(ts.force) > 0 || len(ts.forceWatches) > 0 || ts.mustReply
+	return ts.dirtyAll || len(ts.dirty) > 0 || len(ts.force) > 0 || len(ts.forceWatches) > 0 || ts.mustReply || len(ts.deniedAnswer) > 0
 }
 
 // want is the desired state for a set of names: what the client should hold.
