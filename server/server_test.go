@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,29 @@ func TestNewOnClosedStoreFails(t *testing.T) {
 	}
 	if _, err := srv.Apply(ctx, b); err == nil || ctx.Err() != nil {
 		t.Fatalf("Apply after Close: %v (after %v), want at once an error", err, ctx.Err())
+	}
+}
+
+// With TuneGC, Apply gives GOGC back as it found it; without, it never
+// touches it (internal/tuning has the policy's own tests).
+func TestTuneGCRestoresGOGC(t *testing.T) {
+	before := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(before)
+	for _, tune := range []bool{false, true} {
+		srv, err := server.New(context.Background(), server.Options{Logger: quiet, TuneGC: tune})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b server.Batch
+		if err := b.Put("a", cluster(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Apply(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		if got := debug.SetGCPercent(150); got != 150 {
+			t.Errorf("TuneGC %v: GOGC %d after an Apply, want 150 as before", tune, got)
+		}
 	}
 }

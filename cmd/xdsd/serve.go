@@ -25,6 +25,7 @@ import (
 	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/internal/tuning"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -157,6 +158,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh, vh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
+		Memory:        tuning.Process(), // GOGC follows the applies (internal/tuning)
 		Clients:       func() any { return srv.Clients() },
 		Groups:        func(context.Context) ([]fleet.Group, error) { return srv.Protocol().Groups(), nil },
 		Export:        exporter(st),

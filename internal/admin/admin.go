@@ -28,6 +28,7 @@ import (
 	"github.com/xdsd/xdsd/internal/redact"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/tuning"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -98,6 +99,9 @@ type Options struct {
 	// the address a connection reached, that a request asking for no
 	// credentials may name in its Host (--admin-host).
 	Hosts []string
+	// Memory, when set, steers the process's GOGC while applies run
+	// (tuning.Process(): xdsd serve); nil leaves the runtime alone.
+	Memory *tuning.Memory
 }
 
 // DefaultMaxBatchBytes is the largest apply body taken by default: twice
@@ -483,10 +487,10 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process has no store to apply to"))
 		return
 	}
-	// Until the revision is served: see memory.go.
+	// Until the revision is served (internal/tuning).
 	checks := r.URL.Query().Get("client") != "" && r.URL.Query().Get("client") != "none"
-	gc := applyMemory.begin(checks)
-	defer gc.end()
+	gc := a.o.Memory.Begin(checks)
+	defer gc.End()
 	start := time.Now()
 	b := &batch{}
 	apply := a.o.Store.Apply
@@ -510,7 +514,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	docs, findings := len(b.batch.Puts), b.findings
 	b.batch.Audit = a.audit(r, "apply")
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
-	gc.storing()
+	gc.Storing()
 	read := time.Since(start)
 	batch := b.batch
 	b = nil // a large batch is the store's (and the server's) now

@@ -108,7 +108,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		}
 		b.check = clientcheck.New(client)
 	}
-	err := readSources(r, &budgetReader{r: body, m: &applyMemory}, b.read)
+	err := readSources(r, a.o.Memory.Reader(body), b.read)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

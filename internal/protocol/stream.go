@@ -26,6 +26,7 @@ import (
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/fleet"
+	"github.com/xdsd/xdsd/internal/tuning"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -404,18 +405,13 @@ func (s *stream) setNode(n *corev3.Node) {
 	s.node = n
 	s.nodeParams = NodeParams(n)
 	if s.srv.log.Enabled(context.Background(), slog.LevelInfo) {
-		// Formatted on a goroutine of its own, waited for: a handler's
-		// formatting goes deeper than anything else the stream does, and
-		// a stack grown to 16 KiB here would stay that size for the
-		// stream's whole life (the runtime halves a stack only when under
-		// a quarter of it is in use; a waiting stream uses about 4 KiB).
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		// On a stack of its own: formatting goes deeper than anything
+		// else a stream does, and would grow the handler's stack for good
+		// (internal/tuning, TestIdleStreamBudget).
+		tuning.OnOwnStack(func() {
 			s.srv.log.Info("client connected", "stream", s.id, "node", truncate(n.GetId(), maxLoggedText), "identity", s.identity, "address", s.addr,
 				"kind", s.kind(), "params", paramsAttr(s.nodeParams))
-		}()
-		<-done
+		})
 	}
 	for _, f := range n.GetClientFeatures() {
 		for _, w := range wrapFeatures {

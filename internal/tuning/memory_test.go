@@ -1,18 +1,12 @@
-package admin
+package tuning
 
 import (
 	"bytes"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
-
-	"github.com/xdsd/xdsd/internal/store"
-	"github.com/xdsd/xdsd/internal/testutil/storetest"
-	"github.com/xdsd/xdsd/resource"
 )
 
 // While applies run, GOGC follows what they read (readGCPercent), or is
@@ -31,7 +25,7 @@ func TestMemoryBudget(t *testing.T) {
 		{100, checkGCPercent}, {400, checkGCPercent}, {40, checkGCPercent}, {10, 10}, {-1, -1},
 	} {
 		debug.SetGCPercent(c.prev)
-		var m memoryBudget
+		var m Memory
 		// during is GOGC while the applies read: readGCPercent's for what
 		// they read and the heap (a collection may come at any time, and
 		// change it), unless lower before.
@@ -46,32 +40,32 @@ func TestMemoryBudget(t *testing.T) {
 			}
 			return gogc(), want
 		}
-		a := m.begin(false)
+		a := m.Begin(false)
 		if got, want := during(); got != want {
 			t.Errorf("GOGC %d before: %d once an apply began, want %d", c.prev, got, want)
 		}
-		if _, err := io.Copy(io.Discard, &budgetReader{r: bytes.NewReader(make([]byte, 100000)), m: &m}); err != nil {
+		if _, err := io.Copy(io.Discard, m.Reader(bytes.NewReader(make([]byte, 100000)))); err != nil {
 			t.Fatal(err)
 		}
-		b := m.begin(true) // a second apply, with client checks, which ends first
+		b := m.Begin(true) // a second apply, with client checks, which ends first
 		if got := gogc(); got != c.low {
 			t.Errorf("GOGC %d before: %d with an apply with checks running, want %d", c.prev, got, c.low)
 		}
 		m.grow(5)
-		b.storing()
-		b.end()
+		b.Storing()
+		b.End()
 		if got, want := during(); got != want {
 			t.Errorf("GOGC %d before: %d with an apply still running, want %d", c.prev, got, want)
 		}
 		if m.read != 100005 {
 			t.Errorf("read %d bytes, want 100005", m.read)
 		}
-		a.storing()
-		a.storing() // (once is enough)
+		a.Storing()
+		a.Storing() // (once is enough)
 		if got := gogc(); got != c.low {
 			t.Errorf("GOGC %d before: %d with an apply being stored, want %d", c.prev, got, c.low)
 		}
-		a.end()
+		a.End()
 		if got := gogc(); got != c.prev {
 			t.Errorf("GOGC %d after the applies ended, want %d back", got, c.prev)
 		}
@@ -112,15 +106,15 @@ func TestGOGCFollowsCollections(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 	collected := make(chan struct{}, 1)
-	m := memoryBudget{onGC: func() {
+	m := Memory{onGC: func() {
 		select {
 		case collected <- struct{}{}:
 		default:
 		}
 	}}
 	runtime.GC()
-	a := m.begin(false)
-	defer a.end()
+	a := m.Begin(false)
+	defer a.End()
 	m.mu.Lock()
 	want := readGCPercent(0, m.base, m.base)
 	m.mu.Unlock()
@@ -141,56 +135,20 @@ func TestGOGCFollowsCollections(t *testing.T) {
 	runtime.KeepAlive(held)
 }
 
-// writeApplyResult writes, a key at a time, what writeJSON writes of an
-// ApplyResult, with every key or the first N of each list.
-func TestWriteApplyResult(t *testing.T) {
-	for _, c := range []struct {
-		r  store.Result
-		fs []DocError
-	}{
-		{store.Result{Rev: 7}, nil},
-		{store.Result{Rev: 8, Puts: []resource.Key{
-			{Type: resource.ClusterURL, Name: `a "quoted" <name>`},
-			{Type: resource.RouteURL, Name: "r", Constraints: "env=prod && v=1"},
-		}, Deletes: []resource.Key{{Type: resource.ClusterURL, Name: "gone"}}},
-			[]DocError{{Source: "f.yaml", Line: 3, Message: "route r: cluster c-v2: no such cluster", Warning: true}}},
-	} {
-		for _, list := range []int{-1, 0, 1, 5} {
-			got := httptest.NewRecorder()
-			writeApplyResult(got, c.r, c.fs, list)
-			want := httptest.NewRecorder()
-			out := result(c.r)
-			out.Findings = c.fs
-			if list >= 0 {
-				// ?list=N names at most N of each list, and counts them all.
-				out.Changed, out.Deleted = out.Changed[:min(list, len(out.Changed))], out.Deleted[:min(list, len(out.Deleted))]
-			}
-			writeJSON(want, http.StatusOK, out)
-			if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
-				t.Errorf("list %d: got\n%s\nwant\n%s", list, got.Body, want.Body)
-			}
-		}
+// A nil Memory steers nothing: a program that did not opt in keeps its
+// GOGC, and what its applies read passes through unchanged.
+func TestNilMemoryLeavesGOGC(t *testing.T) {
+	before := debug.SetGCPercent(77)
+	defer debug.SetGCPercent(before)
+	var m *Memory
+	a := m.Begin(true)
+	a.Storing()
+	r := bytes.NewReader([]byte("x"))
+	if m.Reader(r) != io.Reader(r) {
+		t.Error("a nil Memory's Reader wraps what it is given")
 	}
-}
-
-// writeResourceList writes, a resource at a time, what writeJSON writes
-// of a ResourceList, empty or not, whatever the names hold.
-func TestWriteResourceList(t *testing.T) {
-	for _, vs := range [][]*resource.Variant{
-		nil,
-		{storetest.Cluster(`a "quoted" <name>`, "", "x")},
-		{storetest.Route("r", "env=prod && v=1", "p"), storetest.Route("r", "", "d"), storetest.Cluster("c", "", "y")},
-	} {
-		got := httptest.NewRecorder()
-		writeResourceList(got, 9, sortVariants(vs))
-		want := httptest.NewRecorder()
-		out := ResourceList{Revision: 9, Resources: []Resource{}}
-		for _, v := range sortVariants(vs) {
-			out.Resources = append(out.Resources, Render(v))
-		}
-		writeJSON(want, http.StatusOK, out)
-		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
-			t.Errorf("got\n%s\nwant\n%s", got.Body, want.Body)
-		}
+	a.End()
+	if got := debug.SetGCPercent(77); got != 77 {
+		t.Errorf("GOGC %d after an apply with a nil Memory, want 77 left alone", got)
 	}
 }
