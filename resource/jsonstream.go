@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"strings"
 )
 
 // jsonPositions place offsets of a document's JSON, which is a piece of
@@ -333,6 +332,16 @@ func (s *jsonSplitter) split(doc func(*docText) bool, bad func(ErrorList)) {
 	}
 }
 
+// endsEarly reports whether js, which is not valid JSON, is a truncated
+// value: encoding/json's Decoder says so with io.ErrUnexpectedEOF (io.EOF
+// when there is no value at all), where Unmarshal says it only in its
+// message.
+func endsEarly(js []byte) bool {
+	var v any
+	err := json.NewDecoder(bytes.NewReader(js)).Decode(&v)
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
 // jsonSyntaxError reports where js, a piece of a source starting at
 // line:col, fails to parse as JSON: the offending byte, or just past the
 // last one when it ends early.
@@ -346,7 +355,7 @@ func jsonSyntaxError(source string, index int, js []byte, line, col int) *DocErr
 	// Offset counts the bytes read, the offending one included; input
 	// that ends early is pointed at just past its last byte.
 	p := max(int(se.Offset)-1, 0)
-	if strings.HasPrefix(se.Error(), "unexpected end") {
+	if endsEarly(js) {
 		p = len(js)
 		for p > 0 && isSpace(js[p-1]) {
 			p--
