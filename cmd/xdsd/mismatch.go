@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 )
 
@@ -91,13 +90,4 @@ func bindHint(err error, flagName string) error {
 		return fmt.Errorf("%w (set by %s: another process holds it, or it is not an address of this machine; choose another with %s HOST:PORT)", err, flagName, flagName)
 	}
 	return err
-}
-
-// hostPort is the host:port of an --admin value (host:port or a URL) and
-// whether it asks for https.
-func hostPort(admin string) (string, bool) {
-	rest, https := strings.CutPrefix(admin, "https://")
-	rest = strings.TrimPrefix(rest, "http://")
-	rest, _, _ = strings.Cut(rest, "/")
-	return rest, https
 }
