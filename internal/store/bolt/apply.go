@@ -60,51 +60,11 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 		ahead = &stagedAhead{at: pl.at, refs: pl.refs}
 	}
 	if pl != nil || s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
-		// The bodies of resources new to the store are staged while the
-		// plan is made, in a read transaction that bbolt runs beside the
-		// writer's (the initial map is large enough that the writer
-		// never waits to remap); those of changed ones once it is made.
-		// For a batch of new resources the plan then costs no time.
-		// The batch is planned in key order, so that the plan's puts are
-		// in key order too, as staging and the commit want them.
-		// A batch staged while it was read has the bodies of its new
-		// resources staged already, but for those new since.
-		b.Puts = slices.Clone(b.Puts)
-		sortPuts(b.Puts)
-		var news []*resource.Variant
-		done := make(chan error, 1)
-		go func(sorted []*resource.Variant) {
-			var err error
-			if news, err = s.newPuts(ahead.without(sorted)); err == nil {
-				err = s.stage(ctx, rev, news)
-			}
-			done <- err
-		}(b.Puts)
-		err := s.db.View(func(tx *bbolt.Tx) error {
-			var err error
-			p, err = store.MakePlan(txReader{tx.Bucket(bucketRes), tx.Bucket(bucketBody)}, b, rev)
-			return err
-		})
-		if aerr := <-done; err != nil || aerr != nil {
-			return store.Result{}, s.unstage(rev, errors.Join(err, aerr))
+		var err error
+		if p, staged, err = s.planStaged(ctx, &b, rev, ahead); err != nil {
+			return store.Result{}, err
 		}
-		planned, staged = true, len(news) > 0
-		if !slices.IsSortedFunc(p.Puts, comparePuts) { // (MakePlan keeps a batch's order)
-			sortPuts(p.Puts)
-		}
-		// The plan holds new variants (with their versions) sharing the
-		// batch's payloads: without this, the batch's own 100,000
-		// variants stayed reachable until the commit.
-		b.Puts = nil
-		if len(news) == len(p.Puts) {
-			// Every put is new, and staged (news holds keys of puts).
-		} else if rest := notIn(ahead.without(p.Puts), news); len(rest) > 0 {
-			if err := s.stage(ctx, rev, rest); err != nil {
-				return store.Result{}, s.unstage(rev, err)
-			}
-			staged = true
-		}
-		news = nil
+		planned = true
 	}
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
@@ -176,25 +136,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 		}
 		meta := tx.Bucket(bucketMeta)
 		if drop := rev - int64(s.history); drop > 0 {
-			// Trim history older than the window, a little at a time so no
-			// apply pays for a long backlog.
-			for _, bk := range [][]byte{bucketLog, bucketRevs, bucketUndo} {
-				c := tx.Bucket(bk).Cursor()
-				for k, v := c.First(); len(k) >= 8 && int64(getU64(k[:8])) <= drop; k, v = c.First() {
-					if bytes.Equal(bk, bucketUndo) {
-						// The body the undo record kept goes with it.
-						if ref := store.BodyRef(v); ref != nil {
-							if err := bodies.Delete(bodyKey(k[8:], ref)); err != nil {
-								return err
-							}
-						}
-					}
-					if err := c.Delete(); err != nil {
-						return err
-					}
-				}
-			}
-			if err := meta.Put(keyCompact, u64(uint64(drop))); err != nil {
+			if err := trimHistory(tx, drop); err != nil {
 				return err
 			}
 		}
@@ -261,4 +203,56 @@ func putUserMeta(b *bbolt.Bucket, m map[string][]byte) (bool, error) {
 		}
 	}
 	return changed, nil
+}
+
+// planStaged plans a batch whose bodies are written ahead of its commit
+// (over Options.StageBytes, or staged in part while it was read: ahead),
+// staging for revision rev those not staged yet; staged reports whether
+// any were. b's puts are sorted, and dropped once planned.
+func (s *Store) planStaged(ctx context.Context, b *store.Batch, rev int64, ahead *stagedAhead) (p store.Plan, staged bool, err error) {
+	// The bodies of resources new to the store are staged while the
+	// plan is made, in a read transaction that bbolt runs beside the
+	// writer's (the initial map is large enough that the writer never
+	// waits to remap); those of changed ones once it is made. For a
+	// batch of new resources the plan then costs no time. The batch is
+	// planned in key order, so that the plan's puts are in key order
+	// too, as staging and the commit want them. A batch staged while it
+	// was read has the bodies of its new resources staged already, but
+	// for those new since.
+	b.Puts = slices.Clone(b.Puts)
+	sortPuts(b.Puts)
+	var news []*resource.Variant
+	done := make(chan error, 1)
+	go func(sorted []*resource.Variant) {
+		var err error
+		if news, err = s.newPuts(ahead.without(sorted)); err == nil {
+			err = s.stage(ctx, rev, news)
+		}
+		done <- err
+	}(b.Puts)
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		var err error
+		p, err = store.MakePlan(txReader{tx.Bucket(bucketRes), tx.Bucket(bucketBody)}, *b, rev)
+		return err
+	})
+	if aerr := <-done; err != nil || aerr != nil {
+		return store.Plan{}, false, s.unstage(rev, errors.Join(err, aerr))
+	}
+	staged = len(news) > 0
+	if !slices.IsSortedFunc(p.Puts, comparePuts) { // (MakePlan keeps a batch's order)
+		sortPuts(p.Puts)
+	}
+	// The plan holds new variants (with their versions) sharing the
+	// batch's payloads: without this, the batch's own 100,000 variants
+	// stayed reachable until the commit.
+	b.Puts = nil
+	if len(news) == len(p.Puts) {
+		// Every put is new, and staged (news holds keys of puts).
+	} else if rest := notIn(ahead.without(p.Puts), news); len(rest) > 0 {
+		if err := s.stage(ctx, rev, rest); err != nil {
+			return store.Plan{}, false, s.unstage(rev, err)
+		}
+		staged = true
+	}
+	return p, staged, nil
 }

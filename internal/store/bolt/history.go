@@ -178,3 +178,29 @@ func (s *Store) StateAt(ctx context.Context, rev int64, f store.Filter) ([]*reso
 	})
 	return out, err
 }
+
+// trimHistory removes the log entries, revision records and undo records
+// (with the bodies only they kept) of revisions up to drop, the history
+// older than the window (Options.History). Apply calls it on each
+// commit, so the trimming is a little at a time and no apply pays for a
+// long backlog.
+func trimHistory(tx *bbolt.Tx, drop int64) error {
+	bodies := tx.Bucket(bucketBody)
+	for _, bk := range [][]byte{bucketLog, bucketRevs, bucketUndo} {
+		c := tx.Bucket(bk).Cursor()
+		for k, v := c.First(); len(k) >= 8 && int64(getU64(k[:8])) <= drop; k, v = c.First() {
+			if bytes.Equal(bk, bucketUndo) {
+				// The body the undo record kept goes with it.
+				if ref := store.BodyRef(v); ref != nil {
+					if err := bodies.Delete(bodyKey(k[8:], ref)); err != nil {
+						return err
+					}
+				}
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keyCompact, u64(uint64(drop)))
+}
