@@ -19,6 +19,7 @@ import (
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/origin"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/redact"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
@@ -161,9 +162,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Memory:        tuning.Process(), // GOGC follows the applies (internal/tuning)
 		Clients:       func() any { return srv.Clients() },
 		Groups:        func(context.Context) ([]fleet.Group, error) { return srv.Protocol().Groups(), nil },
-		Export:        exporter(st),
+		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.Client, error) {
+			return srv.Protocol().Concerned(ch), nil
+		},
+		Export: exporter(st),
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
-			return rollout.Status(srv.Clients(), rev, changes, func(typeURL, name string) []*resource.Variant {
+			return rollout.Status(srv.Protocol().Concerned(rollout.Names(changes)), rev, changes, func(typeURL, name string) []*resource.Variant {
 				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})
 				return vs
 			})

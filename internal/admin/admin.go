@@ -25,6 +25,7 @@ import (
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/internal/fleet"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/redact"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
@@ -55,6 +56,10 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Clients returns the value /v1/clients shows as JSON.
 	Clients func() any
+	// Concerned returns the connected clients subscribed to the resources
+	// named, fleet-wide, each with only those resources' state
+	// (protocol.Server.Concerned): the stranded-client guard asks it.
+	Concerned func(ctx context.Context, ch protocol.Changed) ([]protocol.Client, error)
 	// Groups returns the connected clients by agent and parameter set,
 	// fleet-wide (every live replica's): GET /v1/groups, and what the
 	// checks of client=auto check for.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -48,30 +49,46 @@ func plural(n int, one, many string) string {
 
 type group struct{ typ, name string }
 
-// stranded checks batch b against the connected clients (Options.Clients)
-// and the store's current variants; it returns a *StrandedError, or nil.
+// stranded checks batch b against the connected clients that subscribe
+// to what it changes (Options.Concerned: the fleet index walks those
+// resources' subscribers, not the fleet) and the store's current variants;
+// it returns a *StrandedError, or nil.
 func (a *api) stranded(ctx context.Context, b store.Batch) error {
-	if a.o.Clients == nil || a.o.Store == nil {
+	if a.o.Concerned == nil || a.o.Store == nil {
 		return nil
 	}
-	var clients []pageClient
-	if err := asJSON(a.o.Clients(), &clients); err != nil || len(clients) == 0 {
-		return nil
+	ch := protocol.Changed{}
+	named := map[group]bool{}
+	add := func(typ, name string) {
+		if g := (group{typ, name}); !named[g] {
+			named[g] = true
+			ch[typ] = append(ch[typ], name)
+		}
+	}
+	for _, v := range b.Puts {
+		add(v.Type.URL, v.Name)
+	}
+	for _, d := range b.Deletes {
+		add(d.Type, d.Name)
+	}
+	clients, err := a.o.Concerned(ctx, ch)
+	if err != nil {
+		return err
 	}
 	type subscriber struct {
-		c      *pageClient
+		c      *protocol.Client
 		params map[string]string
 	}
 	subs := map[group][]subscriber{}
 	for i := range clients {
 		c := &clients[i]
 		for _, t := range c.Types {
-			typ, err := resource.Lookup(t.Type)
-			if err != nil {
-				continue
-			}
 			for _, s := range t.Subscriptions {
-				subs[group{typ.URL, s.Name}] = append(subs[group{typ.URL, s.Name}], subscriber{c, s.Params})
+				// By name only: a wildcard or glob subscriber is not told
+				// a resource it no longer matches does not exist.
+				if g := (group{t.URL, s.Name}); named[g] {
+					subs[g] = append(subs[g], subscriber{c, s.Params})
+				}
 			}
 		}
 	}
@@ -124,7 +141,11 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 			if node == "" {
 				node = "(no node id)"
 			}
-			out = append(out, fmt.Sprintf("%s %s: client %s (%s) with %s", resource.ForURL(g.typ).Name, g.name, node, s.c.Address, paramsText(s.params)))
+			where := s.c.Address
+			if s.c.Replica != "" {
+				where += " on replica " + s.c.Replica
+			}
+			out = append(out, fmt.Sprintf("%s %s: client %s (%s) with %s", resource.ForURL(g.typ).Name, g.name, node, where, paramsText(s.params)))
 		}
 		return nil
 	}

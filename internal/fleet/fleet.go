@@ -96,6 +96,13 @@ type Group struct {
 	// Nodes are some of its clients' node ids (at most SampleNodes, the
 	// first in order).
 	Nodes []string `json:"sample_nodes,omitempty"`
+	// Holds says what the group's first client holds, per type (the
+	// variants a group's clients get are the same: they share an agent
+	// and parameters), as the page shows it; at most a few lines.
+	Holds []string `json:"holds,omitempty"`
+	// Sample is the Owner of the group's first client (its stream), for
+	// the engine to fill in Holds; nil across replicas.
+	Sample any `json:"-"`
 }
 
 // Key is the group's identity: agent and canonical parameters.
@@ -113,7 +120,7 @@ func Merge(lists ...[]Group) []Group {
 			i, ok := at[k]
 			if !ok {
 				at[k] = len(out)
-				g.Nodes = slices.Clone(g.Nodes)
+				g.Nodes, g.Sample = slices.Clone(g.Nodes), nil
 				out = append(out, g)
 				continue
 			}
@@ -160,6 +167,8 @@ type group struct {
 type Member struct {
 	Agent string
 	Node  string
+	// Owner is the party counted (a protocol stream).
+	Owner any
 	// base is the parameter set the stream counts under while it
 	// subscribes to nothing: its node's.
 	base constraint.Params
@@ -179,9 +188,10 @@ type paramCount struct {
 // NewIndex returns an empty index.
 func NewIndex() *Index { return &Index{groups: map[groupKey]*group{}} }
 
-// Join counts a stream, under its node's parameters until it subscribes.
-func (ix *Index) Join(agent, node string, nodeParams constraint.Params) *Member {
-	m := &Member{Agent: agent, Node: node, base: nodeParams}
+// Join counts a stream (owner), under its node's parameters until it
+// subscribes.
+func (ix *Index) Join(owner any, agent, node string, nodeParams constraint.Params) *Member {
+	m := &Member{Agent: agent, Node: node, base: nodeParams, Owner: owner}
 	ix.mu.Lock()
 	ix.add(m, m.base.Key(), m.base)
 	ix.mu.Unlock()
@@ -268,8 +278,15 @@ func (ix *Index) Groups() []Group {
 	out := make([]Group, 0, len(ix.groups))
 	for k, g := range ix.groups {
 		gr := Group{Agent: k.agent, Params: g.params, Count: len(g.members)}
+		var first *Member
 		for m := range g.members {
 			gr.Nodes = insertSample(gr.Nodes, m.Node)
+			if first == nil || m.Node < first.Node {
+				first = m
+			}
+		}
+		if first != nil {
+			gr.Sample = first.Owner
 		}
 		out = append(out, gr)
 	}

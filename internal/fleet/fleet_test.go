@@ -35,9 +35,9 @@ func TestIndexGroups(t *testing.T) {
 	ix := NewIndex()
 	prod := constraint.Params{"env": "prod"}
 	test := constraint.Params{"env": "test"}
-	a := ix.Join(GRPCGo, "a", prod)
-	b := ix.Join(GRPCGo, "b", prod)
-	r := ix.Join(Xdsd, "relay", nil)
+	a := ix.Join(nil, GRPCGo, "a", prod)
+	b := ix.Join(nil, GRPCGo, "b", prod)
+	r := ix.Join(nil, Xdsd, "relay", nil)
 	want := []Group{
 		{Agent: GRPCGo, Params: prod, Count: 2, Nodes: []string{"a", "b"}},
 		{Agent: Xdsd, Count: 1, Nodes: []string{"relay"}},

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -28,11 +30,56 @@ type Changed map[string][]string
 // subscribers of the changed resources, not the fleet.
 func (s *Server) Concerned(ch Changed) []Client {
 	streams := s.subscribers(ch)
+	if len(streams) == 0 {
+		return nil
+	}
+	q := newChangeQuery(ch)
 	out := make([]Client, 0, len(streams))
 	for _, st := range streams {
-		out = append(out, st.statusOf(ch))
+		out = append(out, st.statusOf(q))
 	}
 	return out
+}
+
+// changeQuery is Changed made ready to test subscriptions against: per
+// type, the changed names and the glob collections holding them.
+type changeQuery map[string]*typeQuery
+
+type typeQuery struct {
+	names map[string]bool
+	globs map[string]bool
+	rcs   map[string]bool // VirtualHost: route configurations of the changed names
+}
+
+func newChangeQuery(ch Changed) changeQuery {
+	q := changeQuery{}
+	for typ, names := range ch {
+		tq := &typeQuery{names: make(map[string]bool, len(names)), globs: map[string]bool{}, rcs: map[string]bool{}}
+		for _, n := range names {
+			tq.names[n] = true
+			if g, ok := db.InGlob(n); ok {
+				tq.globs[g] = true
+			}
+			if i := strings.LastIndexByte(n, '/'); i >= 0 {
+				tq.rcs[n[:i]] = true
+			}
+		}
+		q[typ] = tq
+	}
+	return q
+}
+
+// covers reports whether subscription w takes in a changed name.
+func (tq *typeQuery) covers(w *db.Sub) bool {
+	switch w.Kind {
+	case db.AllOfType:
+		return true
+	case db.Glob:
+		return tq.globs[w.Name]
+	case db.VHDS:
+		return tq.names[w.Name] || tq.rcs[w.Name[:max(strings.LastIndexByte(w.Name, '/'), 0)]]
+	}
+	return tq.names[w.Name]
 }
 
 // subscribers collects the streams subscribed to the resources of ch, in
@@ -56,24 +103,33 @@ func (s *Server) subscribers(ch Changed) []*stream {
 	return streams
 }
 
-// statusOf is status limited to the types and names of ch.
-func (st *stream) statusOf(ch Changed) Client {
+// statusOf is status limited to the types and names of q.
+func (st *stream) statusOf(q changeQuery) Client {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	c := st.header()
-	for typ, names := range ch {
+	for typ, tq := range q {
 		ts := st.types[typ]
 		if ts == nil {
 			continue
 		}
 		t := ts.status(false)
 		for _, w := range ts.ws.sorted {
-			if slices.ContainsFunc(names, w.Covers) {
+			if tq.covers(w) {
 				t.Subscriptions = append(t.Subscriptions, Subscription{Name: w.Name, Params: w.Params, Locator: w.Locator})
 			}
 		}
-		for _, n := range names {
-			t.Held = ts.appendHeld(t.Held, n)
+		// Whichever is smaller: what it holds, or what changed.
+		if len(ts.held.m) < len(tq.names) {
+			for n := range ts.held.m {
+				if tq.names[n] {
+					t.Held = ts.appendHeld(t.Held, n)
+				}
+			}
+		} else {
+			for n := range tq.names {
+				t.Held = ts.appendHeld(t.Held, n)
+			}
 		}
 		sortHeld(t.Held)
 		c.Types = append(c.Types, t)
@@ -84,8 +140,63 @@ func (st *stream) statusOf(ch Changed) Client {
 
 // Groups reports the connected streams by agent and parameter set
 // (fleet.Index): counters kept as streams subscribe and go, read without
-// looking at any stream.
-func (s *Server) Groups() []fleet.Group { return s.fleet.Groups() }
+// looking at any stream but one per group, whose holdings it reports.
+func (s *Server) Groups() []fleet.Group {
+	gs := s.fleet.Groups()
+	for i := range gs {
+		if st, ok := gs[i].Sample.(*stream); ok {
+			gs[i].Holds = st.holdings()
+		}
+		gs[i].Sample = nil
+	}
+	return gs
+}
+
+// maxHoldings bounds the lines of what a group holds.
+const maxHoldings = 6
+
+// holdings sums up what a stream holds, per type: how many resources, and
+// the distinct variants' constraints and versions (the first few).
+func (st *stream) holdings() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []string
+	for _, ts := range st.types {
+		n, absent := 0, 0
+		variants := map[string]bool{}
+		for _, h := range ts.held.m {
+			if h.absent && len(h.variants) == 0 {
+				absent++
+			}
+			for _, hv := range h.variants {
+				n++
+				if hv.v != nil && !hv.v.Constraints.IsZero() {
+					variants[hv.v.Constraints.String()] = true
+				}
+			}
+		}
+		line := fmt.Sprintf("%s: %d", ts.typ.Name, n)
+		if ts.ackVersion != "" {
+			line += " @" + ts.ackVersion
+		}
+		if absent > 0 {
+			line += fmt.Sprintf(", %d missing", absent)
+		}
+		if len(variants) > 0 {
+			vs := slices.Sorted(maps.Keys(variants))
+			if len(vs) > 3 {
+				vs = append(vs[:3], "…")
+			}
+			line += " [" + strings.Join(vs, "; ") + "]"
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
+	if len(out) > maxHoldings {
+		out = append(out[:maxHoldings], fmt.Sprintf("… and %d more types", len(out)-maxHoldings))
+	}
+	return out
+}
 
 // ClientQuery selects streams for a page of the fleet: by node id
 // (a substring), and a window of the matches in connection order.

@@ -47,7 +47,7 @@ func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed b
 	if s.member == nil {
 		// Counted in the fleet from its first request, under its node's
 		// parameters until it subscribes.
-		s.member = s.srv.fleet.Join(fleet.AgentOf(s.node.GetUserAgentName(), s.userAgent), s.node.GetId(), s.nodeParams)
+		s.member = s.srv.fleet.Join(s, fleet.AgentOf(s.node.GetUserAgentName(), s.userAgent), s.node.GetId(), s.nodeParams)
 	}
 	s.requests++
 	_, existed = s.types[typeURL]

@@ -77,7 +77,9 @@ type Report struct {
 type Lookup func(typeURL, name string) []*resource.Variant
 
 // Status computes the rollout of revision rev, whose changes are
-// changes, over the streams clients; now gives the current variants.
+// changes, over the streams clients — those the fleet index reports
+// subscribed to the changed names (protocol.Server.Concerned of Names),
+// or every stream; now gives the current variants.
 func Status(clients []protocol.Client, rev int64, changes []store.Change, now Lookup) Report {
 	byType := map[string][]store.Change{}
 	for _, c := range changes {
@@ -115,6 +117,21 @@ func Status(clients []protocol.Client, rev int64, changes []store.Change, now Lo
 	}
 	rep.Done = rep.Pending == 0
 	return rep
+}
+
+// Names are the resources changes change, by type: what to ask the
+// fleet index for (protocol.Server.Concerned) before Status.
+func Names(changes []store.Change) protocol.Changed {
+	ch := protocol.Changed{}
+	seen := map[resource.Key]bool{}
+	for _, c := range changes {
+		k := resource.Key{Type: c.Key.Type, Name: c.Key.Name}
+		if !seen[k] {
+			seen[k] = true
+			ch[k.Type] = append(ch[k.Type], k.Name)
+		}
+	}
+	return ch
 }
 
 // AtLeast reports whether a version (a revision, or a revision and a
