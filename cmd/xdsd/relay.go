@@ -14,6 +14,7 @@ import (
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/fleet"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/relayrole"
 )
 
@@ -99,8 +100,11 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
-		Clients:  func() any { return r.Clients() },
-		Groups:   func(context.Context) ([]fleet.Group, error) { return r.Protocol().Groups(), nil },
+		Clients: func() any { return r.Clients() },
+		Groups:  func(context.Context) ([]fleet.Group, error) { return r.Protocol().Groups(), nil },
+		Page: func(_ context.Context, q protocol.ClientQuery) (protocol.ClientPage, error) {
+			return r.Protocol().Page(q), nil
+		},
 		Upstream: func() any { return r.Upstreams() },
 	})))
 	if err != nil {

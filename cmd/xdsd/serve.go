@@ -162,6 +162,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Memory:        tuning.Process(), // GOGC follows the applies (internal/tuning)
 		Clients:       func() any { return srv.Clients() },
 		Groups:        func(context.Context) ([]fleet.Group, error) { return srv.Protocol().Groups(), nil },
+		Page: func(_ context.Context, q protocol.ClientQuery) (protocol.ClientPage, error) {
+			return srv.Protocol().Page(q), nil
+		},
 		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.Client, error) {
 			return srv.Protocol().Concerned(ch), nil
 		},

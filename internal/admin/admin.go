@@ -60,6 +60,10 @@ type Options struct {
 	// named, fleet-wide, each with only those resources' state
 	// (protocol.Server.Concerned): the stranded-client guard asks it.
 	Concerned func(ctx context.Context, ch protocol.Changed) ([]protocol.Client, error)
+	// Page returns one page of the connected clients (the admin page's
+	// list: a search by node id, and a window of the matches),
+	// fleet-wide.
+	Page func(ctx context.Context, q protocol.ClientQuery) (protocol.ClientPage, error)
 	// Groups returns the connected clients by agent and parameter set,
 	// fleet-wide (every live replica's): GET /v1/groups, and what the
 	// checks of client=auto check for.

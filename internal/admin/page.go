@@ -7,8 +7,12 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"sort"
+	"strconv"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/fleet"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -18,40 +22,9 @@ import (
 // the JSON endpoints (which it links to), read once per page load; it is
 // rendered on the server, so it works without scripts and tests can read it.
 
-// pageClient and pageUpstream pick out what the page shows of the values
-// Options.Clients and Options.Upstream return (protocol.Client,
-// client.Upstream), by their JSON form, so admin depends on neither.
-type pageClient struct {
-	NodeID    string            `json:"node_id"`
-	Identity  string            `json:"identity"`
-	Address   string            `json:"address"`
-	Kind      string            `json:"kind"`
-	Connected time.Time         `json:"connected"`
-	Params    map[string]string `json:"node_params"`
-	Types     []struct {
-		Type          string `json:"type"`
-		Subscriptions []struct {
-			Name   string            `json:"name"`
-			Params map[string]string `json:"params"`
-		} `json:"subscriptions"`
-		Resources    int    `json:"resources"`
-		SentVersion  string `json:"sent_version"`
-		AckedVersion string `json:"acked_version"`
-		Nacks        int    `json:"nacks"`
-		LastNack     *struct {
-			Version  string `json:"version"`
-			LastGood string `json:"last_good_version"`
-			Error    string `json:"error"`
-		} `json:"last_nack"`
-		Held []struct {
-			Name        string `json:"name"`
-			Constraints string `json:"constraints"`
-			Version     string `json:"version"`
-			Absent      bool   `json:"absent"`
-		} `json:"held"`
-	} `json:"types"`
-}
-
+// pageUpstream picks out what the page shows of the value
+// Options.Upstream returns (client.Upstream), by its JSON form, so admin
+// does not depend on the client package (a relay has a few upstreams).
 type pageUpstream struct {
 	Servers       []string `json:"servers"`
 	Connected     string   `json:"connected"`
@@ -71,13 +44,28 @@ type pageResource struct {
 }
 
 // pageRevision is one recent revision: what changed, who made it, its
-// rollout, and the diff of what changed (bounded).
+// rollout (the latest pageProgress revisions), and the diff of what
+// changed (bounded).
 type pageRevision struct {
 	store.Revision
 	Shown   []store.Change
 	Rollout *rollout.Report
-	Diffs   []DiffEntry
-	More    int // changes not diffed
+	// Progress is the rollout by group (agent and parameters), NACKs the
+	// clients that rejected it (at most pageNacks, each on one line).
+	Progress []groupProgress
+	Nacks    []rollout.Entry
+	MoreNack int
+	Diffs    []DiffEntry
+	More     int // changes not diffed
+}
+
+// groupProgress is one group's part of a rollout, drawn as a bar.
+type groupProgress struct {
+	Agent, Params           string
+	Acked, Nacked, Pending  int
+	AckedPct, NackedPct     float64
+	PendingPct, UnservedPct float64
+	Unserved                int
 }
 
 // Page bounds: the revisions shown, and the changes listed and diffed in
@@ -85,6 +73,14 @@ type pageRevision struct {
 const (
 	pageRevisions = 10
 	pageChanges   = 20
+	// pageProgress is how many of the latest revisions show their
+	// rollout (each asks the fleet index who the revision concerns).
+	pageProgress = 3
+	// pageNacks bounds the NACKs listed per revision, pageGroups the
+	// groups drawn, pageClients the clients listed per page.
+	pageNacks   = 10
+	pageGroups  = 50
+	pageClients = 50
 	// pageResources is how many variants the page lists, in order; past
 	// it the page says how many more there are and where to find them.
 	pageResources = 1000
@@ -99,14 +95,23 @@ type pageData struct {
 	AllResources, MoreResources int
 	Revisions                   []pageRevision
 	Oldest                      int64
-	Clients                     []pageClient
-	Upstreams                   []pageUpstream
-	HasStore                    bool
-	Degraded                    string
-	Errors                      []string
+	// The fleet: its groups (fleet-wide), and one page of its clients
+	// (matching Node, when searched).
+	Groups     []fleet.Group
+	MoreGroups int
+	HasClients bool
+	Clients    []protocol.Client
+	Matched    int
+	Node       string
+	PageNo     int
+	Prev, Next string // links to the neighbouring pages, when there are
+	Upstreams  []pageUpstream
+	HasStore   bool
+	Degraded   string
+	Errors     []string
 }
 
-// asJSON fills out from v's JSON form.
+// asJSON fills out from v's JSON form (a relay's few upstreams).
 func asJSON(v, out any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -138,11 +143,7 @@ func (a *api) page(w http.ResponseWriter, r *http.Request) {
 				Constraints: v.Constraints.String(), Version: v.Version, PayloadType: payloadType(v)}})
 		}
 	}
-	if a.o.Clients != nil {
-		if err := asJSON(a.o.Clients(), &d.Clients); err != nil {
-			d.Errors = append(d.Errors, "clients: "+err.Error())
-		}
-	}
+	a.pageFleet(r, &d)
 	d.heldBy()
 	if a.o.Store != nil {
 		if err := a.pageRevisions(r, &d); err != nil {
@@ -204,9 +205,10 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 		if len(pr.Shown) > pageChanges {
 			pr.Shown, pr.More = pr.Shown[:pageChanges], len(rev.Changes)-pageChanges
 		}
-		if a.o.Rollout != nil {
+		if a.o.Rollout != nil && len(d.Revisions) < pageProgress {
 			rep := a.o.Rollout(rev.Rev, rev.Changes)
 			pr.Rollout = &rep
+			pr.Progress, pr.Nacks, pr.MoreNack = progress(rep)
 		}
 		if rev.Rev-1 >= l.Oldest {
 			seen := map[store.Filter]bool{}
@@ -230,6 +232,98 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 		d.Revisions = append(d.Revisions, pr)
 	}
 	return nil
+}
+
+// pageFleet fills in the groups and the page of clients asked for
+// (?node=, a substring of node ids, and ?page=, from 1).
+func (a *api) pageFleet(r *http.Request, d *pageData) {
+	if a.o.Groups != nil {
+		gs, err := a.o.Groups(r.Context())
+		if err != nil {
+			d.Errors = append(d.Errors, "groups: "+err.Error())
+		}
+		if len(gs) > pageGroups {
+			d.MoreGroups = len(gs) - pageGroups
+			gs = gs[:pageGroups]
+		}
+		d.Groups = gs
+	}
+	if a.o.Page == nil {
+		return
+	}
+	d.HasClients = true
+	d.Node = r.URL.Query().Get("node")
+	d.PageNo = 1
+	if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 1 {
+		d.PageNo = n
+	}
+	p, err := a.o.Page(r.Context(), protocol.ClientQuery{Node: d.Node, Offset: (d.PageNo - 1) * pageClients, Limit: pageClients})
+	if err != nil {
+		d.Errors = append(d.Errors, "clients: "+err.Error())
+		return
+	}
+	d.Clients, d.Matched = p.Clients, p.Matched
+	link := func(n int) string {
+		q := url.Values{"page": {strconv.Itoa(n)}}
+		if d.Node != "" {
+			q.Set("node", d.Node)
+		}
+		return "/?" + q.Encode()
+	}
+	if d.PageNo > 1 {
+		d.Prev = link(d.PageNo - 1)
+	}
+	if d.PageNo*pageClients < d.Matched {
+		d.Next = link(d.PageNo + 1)
+	}
+}
+
+// progress sums a rollout up by group (agent and node parameters), and
+// picks the NACKs to list.
+func progress(rep rollout.Report) (gs []groupProgress, nacks []rollout.Entry, more int) {
+	at := map[string]int{}
+	for _, e := range rep.Entries {
+		params := paramsText(e.Params)
+		k := e.Agent + "\x00" + params
+		i, ok := at[k]
+		if !ok {
+			i = len(gs)
+			at[k] = i
+			gs = append(gs, groupProgress{Agent: e.Agent, Params: params})
+		}
+		g := &gs[i]
+		switch e.State {
+		case rollout.Acked:
+			g.Acked++
+		case rollout.Nacked:
+			g.Nacked++
+			if len(nacks) < pageNacks {
+				nacks = append(nacks, e)
+			} else {
+				more++
+			}
+		case rollout.Unserved:
+			g.Unserved++
+		default:
+			g.Pending++
+		}
+	}
+	for i := range gs {
+		g := &gs[i]
+		n := float64(g.Acked + g.Nacked + g.Pending + g.Unserved)
+		g.AckedPct, g.NackedPct = 100*float64(g.Acked)/n, 100*float64(g.Nacked)/n
+		g.PendingPct, g.UnservedPct = 100*float64(g.Pending)/n, 100*float64(g.Unserved)/n
+	}
+	sort.Slice(gs, func(i, j int) bool {
+		if gs[i].Agent != gs[j].Agent {
+			return gs[i].Agent < gs[j].Agent
+		}
+		return gs[i].Params < gs[j].Params
+	})
+	if len(gs) > pageGroups {
+		gs = gs[:pageGroups]
+	}
+	return gs, nacks, more
 }
 
 func payloadType(v *resource.Variant) string {
@@ -275,6 +369,10 @@ code,.wrap{overflow-wrap:anywhere;word-break:break-word}
 td{max-width:28em}
 .banner{background:#fdd;border:1px solid #b00;padding:.5em 1em}
 .muted{color:#777}
+.group{white-space:nowrap;font-size:12px}
+.bar{display:inline-flex;width:10em;height:.8em;background:#eee;vertical-align:middle}
+.bar .ack{background:#3a3}.bar .nack{background:#c33}.bar .pend{background:#bbb}
+.nackline{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:40em}
 pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere;max-width:60em}
 </style></head>
 <body>
@@ -291,14 +389,21 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 <td>{{.Subscriptions}}</td><td>{{.Responses}}</td><td>{{.Resources}}</td><td>{{.NACKs}}</td><td class="bad">{{.LastError}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">no upstream stream yet (one opens with the first subscription)</p>{{end}}
 {{end}}
-<h2>Clients ({{len .Clients}})</h2>
+{{if .Groups}}<h2>Fleet</h2>
+<table id="groups"><tr><th>agent</th><th>parameters</th><th>clients</th><th>for example</th><th>holds (first client, per type)</th></tr>
+{{range .Groups}}<tr><td>{{.Agent}}</td><td>{{range $k, $v := .Params}}<span class="muted">{{$k}}={{$v}}</span> {{else}}<span class="muted">none</span>{{end}}</td><td>{{.Count}}</td>
+<td>{{range .Nodes}}<code>{{.}}</code> {{end}}</td><td class="wrap">{{range .Holds}}{{.}}<br>{{end}}</td></tr>
+{{end}}</table>{{if .MoreGroups}}<p class="muted">… and {{.MoreGroups}} more groups: <a href="/v1/groups">all as JSON</a></p>{{end}}{{end}}
+{{if .HasClients}}<h2>Clients ({{.Matched}}{{if .Node}} matching <code>{{.Node}}</code>{{end}})</h2>
+<form method="get" action="/"><input name="node" value="{{.Node}}" placeholder="node id contains…"> <button>search</button>{{if .Node}} <a href="/">all</a>{{end}}</form>
 {{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>holds (variant, version)</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
-{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{if $c.Identity}}<br><span class="muted">{{$c.Identity}}</span>{{end}}{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
+{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{if $c.Identity}}<br><span class="muted">{{$c.Identity}}</span>{{end}}{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}{{if $c.Replica}}<br><span class="muted">replica {{$c.Replica}}</span>{{end}}</td><td>{{$c.Kind}}<br><span class="muted">{{$c.Agent}}</span></td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
 <td>{{$t.Type}}</td><td>{{range $t.Subscriptions}}<code>{{if .Name}}{{.Name}}{{else}}(wildcard){{end}}</code>{{range $k, $v := .Params}} <span class="muted">{{$k}}={{$v}}</span>{{end}}<br>{{end}}</td>
 <td>{{range $t.Held}}<code>{{.Name}}</code>{{if .Absent}} <span class="muted">does not exist</span>{{else}}{{if .Constraints}} <span class="muted">[{{.Constraints}}]</span>{{end}} @{{.Version}}{{end}}<br>{{end}}</td>
 <td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td class="wrap">{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: rejected version {{$t.LastNack.Version}}{{if $t.LastNack.LastGood}} (holds {{$t.LastNack.LastGood}}){{end}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
 {{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="6" class="muted">no request yet</td></tr>
-{{end}}{{end}}</table>{{else}}<p class="muted">no client connected</p>{{end}}
+{{end}}{{end}}</table>
+<p>{{if .Prev}}<a href="{{.Prev}}">← previous</a> {{end}}page {{.PageNo}}{{if .Next}} <a href="{{.Next}}">next →</a>{{end}}</p>{{else}}<p class="muted">{{if .Node}}no client matches{{else}}no client connected{{end}}</p>{{end}}{{end}}
 <h2>Resources ({{.AllResources}})</h2>
 {{if .Resources}}<table id="resources"><tr><th>type</th><th>name</th><th>constraints</th><th>version</th><th>held by</th></tr>
 {{range .Resources}}<tr><td>{{.Type}}</td><td><a href="{{resourceURL .Type .Name}}"><code>{{.Name}}</code></a>{{if .PayloadType}} <span class="muted">→ {{.PayloadType}}</span>{{end}}</td><td><code>{{.Constraints}}</code></td><td>{{.Version}}</td>
@@ -309,7 +414,9 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 {{range .Revisions}}<tr class="revision"><td>{{.Rev}}</td><td>{{.Time.Format "2006-01-02 15:04:05Z07:00"}}<br><span class="muted">{{if .Audit.Who}}{{.Audit.Who}}{{else}}(anonymous){{end}}{{if .Audit.From}} from {{.Audit.From}}{{end}}{{if .Audit.Via}} via {{.Audit.Via}}{{end}}</span></td>
 <td>{{range .Shown}}{{.Op}} <code>{{.Key.Name}}</code>{{if .Key.Constraints}} <span class="muted">[{{.Key.Constraints}}]</span>{{end}}<br>{{end}}{{if .More}}<span class="muted">… and {{.More}} more</span>{{end}}
 {{if .Diffs}}<details><summary>diff</summary>{{range .Diffs}}<pre class="diff">{{.Diff}}</pre>{{end}}</details>{{end}}</td>
-<td class="wrap">{{with .Rollout}}{{if or .Acked .Nacked .Pending}}{{.Acked}} ACKed, {{if .Nacked}}<span class="bad">{{.Nacked}} NACKed</span>{{else}}0 NACKed{{end}}, {{.Pending}} pending{{range .Entries}}{{if eq .State "nacked"}}<br><span class="bad"><code>{{.Node}}</code> rejected {{.Version}}: {{.Error}}</span>{{end}}{{end}}{{else}}<span class="muted">no client concerned</span>{{end}}{{end}}</td></tr>
+<td class="wrap">{{$r := .}}{{with .Rollout}}{{if or .Acked .Nacked .Pending}}{{.Acked}} ACKed, {{if .Nacked}}<span class="bad">{{.Nacked}} NACKed</span>{{else}}0 NACKed{{end}}, {{.Pending}} pending
+{{range $r.Progress}}<div class="group"><span class="muted">{{.Agent}} {{.Params}}</span> <span class="bar" title="{{.Acked}} ACKed, {{.Nacked}} NACKed, {{.Pending}} pending"><span class="ack" style="width:{{.AckedPct}}%"></span><span class="nack" style="width:{{.NackedPct}}%"></span><span class="pend" style="width:{{.PendingPct}}%"></span></span> {{.Acked}}/{{.Nacked}}/{{.Pending}}</div>{{end}}
+{{range $r.Nacks}}<div class="nackline bad" title="{{.Error}}"><code>{{.Node}}</code>{{if .Replica}} (replica {{.Replica}}){{end}} rejected {{.Version}}: {{.Error}}</div>{{end}}{{if $r.MoreNack}}<span class="muted">… and {{$r.MoreNack}} more NACKs: <a href="/v1/rollout?rev={{$r.Rev}}">all as JSON</a></span>{{end}}{{else}}<span class="muted">no client concerned</span>{{end}}{{else}}<a href="/v1/rollout?rev={{.Rev}}">rollout (JSON)</a>{{end}}</td></tr>
 {{end}}</table>
 {{if gt .Oldest 0}}<p class="muted">history kept from revision {{.Oldest}} (serve --history)</p>{{end}}
 {{else}}<p class="muted">no revision yet</p>{{end}}{{end}}

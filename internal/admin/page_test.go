@@ -60,6 +60,9 @@ func TestPageServer(t *testing.T) {
 			Held:          []protocol.Held{{Name: "r", Constraints: "env=prod", Version: "1-0a1b2c3d"}, {Name: "gone", Absent: true}},
 			LastNack:      &protocol.Nack{Version: "2", LastGood: "1", Error: "bad <thing>"}, Nacks: 1}}}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{Store: st, Ready: func() bool { return true }, Clients: func() any { return clients },
+		Page: func(context.Context, protocol.ClientQuery) (protocol.ClientPage, error) {
+			return protocol.ClientPage{Clients: clients, Matched: len(clients)}, nil
+		},
 		Degraded: func() string { return "--watch conf: document 2: bad" }}))
 	defer srv.Close()
 	code, page := get(t, srv.URL+"/")
@@ -92,7 +95,10 @@ func TestPageRelay(t *testing.T) {
 		Resources: func(context.Context) (int64, []*resource.Variant, error) {
 			return 0, []*resource.Variant{storetest.Cluster("cached", "", "x")}, nil
 		},
-		Clients:  func() any { return []protocol.Client{} },
+		Clients: func() any { return []protocol.Client{} },
+		Page: func(context.Context, protocol.ClientQuery) (protocol.ClientPage, error) {
+			return protocol.ClientPage{}, nil
+		},
 		Upstream: func() any { return ups },
 	}))
 	defer srv.Close()

@@ -58,6 +58,10 @@ type Entry struct {
 	// told the resource does not exist).
 	NoVariant []string `json:"no_variant,omitempty"`
 	Identity  string   `json:"identity,omitempty"`
+	// Agent is the client software (fleet.AgentOf), Replica the server
+	// replica the stream is connected to ("" for a lone server).
+	Agent   string `json:"agent,omitempty"`
+	Replica string `json:"replica,omitempty"`
 }
 
 // Report is the state of a revision's rollout.
@@ -96,7 +100,8 @@ func Status(clients []protocol.Client, rev int64, changes []store.Change, now Lo
 			if len(names) == 0 {
 				continue
 			}
-			e := Entry{ID: c.ID, Node: c.NodeID, Address: c.Address, Params: c.Params, Type: t.Type, Changed: names, NoVariant: bare(t, names, now)}
+			e := Entry{ID: c.ID, Node: c.NodeID, Address: c.Address, Params: c.Params, Type: t.Type, Changed: names, NoVariant: bare(t, names, now),
+				Identity: c.Identity, Agent: c.Agent, Replica: c.Replica}
 			sotwPartial := !strings.Contains(c.Kind, "delta") && !resource.ForURL(t.URL).FullState
 			switch {
 			case AtLeast(t.AckedVersion, rev) && t.AckedNonce != "":
