@@ -172,4 +172,22 @@ func TestPageInBrowser(t *testing.T) {
 	if !diffVisible {
 		t.Error("the revision's diff does not open")
 	}
+
+	// At fleet scale: the clients by group (agent and parameters), the
+	// rollout drawn per group, and a search by node id.
+	groups := eval(`document.getElementById("groups").innerText`)
+	for _, want := range []string{"grpc-go", "env=prod", "env=test", "prod-1", "test-1"} {
+		if !strings.Contains(groups, want) {
+			t.Errorf("the groups lack %q:\n%s", want, groups)
+		}
+	}
+	if bars := num(`document.querySelectorAll("#revisions .bar .nack").length`); bars < 1 {
+		t.Error("no rollout bar per group")
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+adm+"/?node=prod"), chromedp.WaitVisible(chromedp.ID("resources"))); err != nil {
+		t.Fatal(err)
+	}
+	if text := eval(`document.body.innerText`); !strings.Contains(text, "Clients (1 matching prod)") || strings.Contains(text, "test-1 "+"\t") {
+		t.Errorf("search by node id:\n%s", text)
+	}
 }

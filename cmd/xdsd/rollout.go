@@ -82,7 +82,11 @@ func printRollout(w io.Writer, rep rollout.Report, timeout time.Duration) {
 			if node == "" {
 				node = "(no node id)"
 			}
-			fmt.Fprintf(w, "  %-8s %s %s (%s) %s", strings.ToUpper(e.State), short(e.Type), node, e.Address, strings.Join(e.Changed, ", "))
+			where := e.Address
+			if e.Replica != "" {
+				where += " on replica " + e.Replica
+			}
+			fmt.Fprintf(w, "  %-8s %s %s (%s) %s", strings.ToUpper(e.State), short(e.Type), node, where, strings.Join(e.Changed, ", "))
 			if e.State == rollout.Nacked {
 				fmt.Fprintf(w, ": version %s: %s", e.Version, e.Error)
 			}

@@ -153,6 +153,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	redact.SetKey(rk)
 
 	reg := newRegistry()
+	reps := replicasOf(st)
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	vh := &verifyHealth{}
@@ -168,7 +169,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.Client, error) {
 			return srv.Protocol().Concerned(ch), nil
 		},
-		Export: exporter(st),
+		Export:   exporter(st),
+		Replicas: reps.others,
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
 			return rollout.Status(srv.Protocol().Concerned(rollout.Names(changes)), rev, changes, func(typeURL, name string) []*resource.Variant {
 				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})
@@ -184,6 +186,15 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if reps != nil && d.adminAddr() != "" {
+		// The fleet view asks the other replicas through their admin
+		// APIs: each lists itself under a lease (docs/fleet.md).
+		if name, err := reps.register(runCtx, d.adminAddr(), f.tls != nil); err != nil {
+			log.Warn("registering as a replica failed: the fleet view of the others will miss this one's clients", "error", err)
+		} else {
+			srv.Protocol().SetReplica(name)
+		}
+	}
 	verified := make(chan struct{})
 	if c, ok := st.(store.Checker); ok && f.verifyInterval > 0 {
 		go func() { defer close(verified); vh.run(runCtx, c, f.verifyInterval, log) }()

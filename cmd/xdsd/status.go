@@ -18,6 +18,8 @@ type clientStatus struct {
 	NodeID   string            `json:"node_id"`
 	Identity string            `json:"identity,omitempty"`
 	Address  string            `json:"address"`
+	Agent    string            `json:"agent,omitempty"`
+	Replica  string            `json:"replica,omitempty"`
 	Params   map[string]string `json:"node_params,omitempty"`
 	Types    []struct {
 		Type         string `json:"type"`
@@ -54,6 +56,8 @@ type clientReport struct {
 	Node     string            `json:"node"`
 	Identity string            `json:"identity,omitempty"`
 	Address  string            `json:"address"`
+	Agent    string            `json:"agent,omitempty"`
+	Replica  string            `json:"replica,omitempty"`
 	Params   map[string]string `json:"params,omitempty"`
 	Types    []clientType      `json:"types"`
 }
@@ -118,7 +122,7 @@ func buildStatus(clients []clientStatus, rev int64) statusReport {
 	rep := statusReport{Summary: []typeSummary{}, Clients: []clientReport{}}
 	sums := map[string]*typeSummary{}
 	for _, c := range clients {
-		cr := clientReport{Node: c.NodeID, Identity: c.Identity, Address: c.Address, Params: c.Params, Types: []clientType{}}
+		cr := clientReport{Node: c.NodeID, Identity: c.Identity, Address: c.Address, Agent: c.Agent, Replica: c.Replica, Params: c.Params, Types: []clientType{}}
 		for _, t := range c.Types {
 			ct := clientType{Type: short(t.Type), Acked: t.AckedVersion, Sent: t.SentVersion}
 			switch {
@@ -204,7 +208,11 @@ func printStatus(w io.Writer, rep statusReport, rev int64) {
 		if c.Identity != "" {
 			who += " (" + c.Identity + ")"
 		}
-		fmt.Fprintf(w, "%s %s %s\n", who, c.Address, strings.Join(params, " "))
+		where := c.Address
+		if c.Replica != "" {
+			where += " on replica " + c.Replica
+		}
+		fmt.Fprintf(w, "%s %s %s\n", who, where, strings.Join(params, " "))
 		for _, t := range c.Types {
 			switch t.State {
 			case "nacked":

@@ -60,6 +60,11 @@ type Options struct {
 	// named, fleet-wide, each with only those resources' state
 	// (protocol.Server.Concerned): the stranded-client guard asks it.
 	Concerned func(ctx context.Context, ch protocol.Changed) ([]protocol.Client, error)
+	// Replicas, when set, lists the other live replicas sharing the
+	// store: their admin API URLs by name. Then /v1/clients, /v1/groups,
+	// /v1/rollout and the page answer for every replica, asking the
+	// others (replicas.go).
+	Replicas func(ctx context.Context) (map[string]string, error)
 	// Page returns one page of the connected clients (the admin page's
 	// list: a search by node id, and a window of the matches),
 	// fleet-wide.
@@ -743,5 +748,9 @@ func (a *api) clients(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []any{})
 		return
 	}
-	writeJSON(w, http.StatusOK, a.o.Clients())
+	all, err := a.fleetClients(r)
+	if err != nil {
+		w.Header().Set("X-Xdsd-Incomplete", err.Error())
+	}
+	writeJSON(w, http.StatusOK, all)
 }

@@ -19,10 +19,13 @@ func (a *api) groups(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process serves no clients"))
 		return
 	}
-	gs, err := a.o.Groups(r.Context())
-	if err != nil {
+	gs, err := a.fleetGroups(r)
+	if err != nil && gs == nil {
 		writeError(w, http.StatusBadGateway, err)
 		return
+	}
+	if err != nil {
+		w.Header().Set("X-Xdsd-Incomplete", err.Error())
 	}
 	if gs == nil {
 		gs = []fleet.Group{}

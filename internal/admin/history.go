@@ -345,7 +345,7 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(rolloutPoll)
 	defer tick.Stop()
 	for {
-		rep := a.o.Rollout(rev, changes)
+		rep := a.fleetRollout(r, rev, changes)
 		if rep.Done {
 			writeJSON(w, http.StatusOK, rep)
 			return
@@ -355,7 +355,7 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 			continue
 		case <-ctx.Done():
 		}
-		writeJSON(w, http.StatusOK, a.o.Rollout(rev, changes))
+		writeJSON(w, http.StatusOK, a.fleetRollout(r, rev, changes))
 		return
 	}
 }

@@ -206,7 +206,7 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 			pr.Shown, pr.More = pr.Shown[:pageChanges], len(rev.Changes)-pageChanges
 		}
 		if a.o.Rollout != nil && len(d.Revisions) < pageProgress {
-			rep := a.o.Rollout(rev.Rev, rev.Changes)
+			rep := a.fleetRollout(r, rev.Rev, rev.Changes)
 			pr.Rollout = &rep
 			pr.Progress, pr.Nacks, pr.MoreNack = progress(rep)
 		}
@@ -238,7 +238,7 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 // (?node=, a substring of node ids, and ?page=, from 1).
 func (a *api) pageFleet(r *http.Request, d *pageData) {
 	if a.o.Groups != nil {
-		gs, err := a.o.Groups(r.Context())
+		gs, err := a.fleetGroups(r)
 		if err != nil {
 			d.Errors = append(d.Errors, "groups: "+err.Error())
 		}

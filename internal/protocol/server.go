@@ -64,6 +64,7 @@ type Server struct {
 	sets    watchSets
 	metrics *metrics
 	fleet   *fleet.Index
+	replica atomic.Pointer[string] // SetReplica's name
 
 	ids     atomic.Uint64
 	mu      sync.Mutex
@@ -206,6 +207,17 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		s.log.Debug("stream ended", "stream", st.id, "error", err)
 	}
 	return err
+}
+
+// SetReplica names this server among the replicas that share a store
+// (known once its admin API is bound); it is reported with each client.
+func (s *Server) SetReplica(name string) { s.replica.Store(&name) }
+
+func (s *Server) replicaName() string {
+	if p := s.replica.Load(); p != nil {
+		return *p
+	}
+	return s.opts.Replica
 }
 
 // userAgent is the gRPC user-agent header of a stream ("grpc-go/1.70.0").
@@ -438,7 +450,7 @@ func (st *stream) status() Client {
 // header is a stream's status without its types (st.mu held).
 func (st *stream) header() Client {
 	return Client{ID: st.id, NodeID: st.node.GetId(), Identity: st.identity, Cluster: st.node.GetCluster(), Address: st.addr,
-		Kind: st.kind(), Agent: st.agent(), Replica: st.srv.opts.Replica, Connected: st.started, Params: st.nodeParams, Requests: st.requests,
+		Kind: st.kind(), Agent: st.agent(), Replica: st.srv.replicaName(), Connected: st.started, Params: st.nodeParams, Requests: st.requests,
 		Types: []TypeStatus{}, Node: st.node}
 }
 
