@@ -14,6 +14,7 @@ package fleet
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -160,6 +161,44 @@ type groupKey struct{ agent, params string }
 type group struct {
 	params  constraint.Params
 	members map[*Member]struct{}
+	// samples are the members with the smallest node ids (SampleNodes of
+	// them, in order), kept as members come and go so that reading the
+	// groups costs the groups, not their members.
+	samples []*Member
+}
+
+func (g *group) addSample(m *Member) {
+	i, _ := slices.BinarySearchFunc(g.samples, m, cmpMember)
+	if i >= SampleNodes {
+		return
+	}
+	g.samples = slices.Insert(g.samples, i, m)
+	if len(g.samples) > SampleNodes {
+		g.samples = g.samples[:SampleNodes]
+	}
+}
+
+func (g *group) removeSample(m *Member) {
+	i := slices.Index(g.samples, m)
+	if i < 0 {
+		return
+	}
+	g.samples = slices.Delete(g.samples, i, i+1)
+	if len(g.members) >= SampleNodes {
+		// One sample left: the next smallest is found among all the
+		// members (only when a sample leaves).
+		g.samples = g.samples[:0]
+		for o := range g.members {
+			g.addSample(o)
+		}
+	}
+}
+
+func cmpMember(a, b *Member) int {
+	if c := cmp.Compare(a.Node, b.Node); c != 0 {
+		return c
+	}
+	return cmp.Compare(fmt.Sprintf("%p", a), fmt.Sprintf("%p", b))
 }
 
 // Member is one stream's place in the index. Its exported fields are
@@ -256,13 +295,17 @@ func (ix *Index) add(m *Member, key string, p constraint.Params) {
 		g = &group{params: p, members: map[*Member]struct{}{}}
 		ix.groups[gk] = g
 	}
-	g.members[m] = struct{}{}
+	if _, ok := g.members[m]; !ok {
+		g.members[m] = struct{}{}
+		g.addSample(m)
+	}
 }
 
 func (ix *Index) remove(m *Member, key string) {
 	gk := groupKey{m.Agent, key}
 	if g := ix.groups[gk]; g != nil {
 		delete(g.members, m)
+		g.removeSample(m)
 		if len(g.members) == 0 {
 			delete(ix.groups, gk)
 		}
@@ -278,15 +321,11 @@ func (ix *Index) Groups() []Group {
 	out := make([]Group, 0, len(ix.groups))
 	for k, g := range ix.groups {
 		gr := Group{Agent: k.agent, Params: g.params, Count: len(g.members)}
-		var first *Member
-		for m := range g.members {
+		for _, m := range g.samples {
 			gr.Nodes = insertSample(gr.Nodes, m.Node)
-			if first == nil || m.Node < first.Node {
-				first = m
-			}
 		}
-		if first != nil {
-			gr.Sample = first.Owner
+		if len(g.samples) > 0 {
+			gr.Sample = g.samples[0].Owner
 		}
 		out = append(out, gr)
 	}

@@ -56,10 +56,13 @@ func (s *Server) clientStatus(req *statusv3.ClientStatusRequest, scope csdsScope
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	out := &statusv3.ClientStatusResponse{}
-	for _, cl := range s.Clients() {
-		if !match(cl.NodeID) || (scope.client != nil && !scope.client(cl.Identity)) {
+	// The streams are picked by node id and identity before any reports
+	// its status: asking for one node costs one status, not the fleet's.
+	for _, st := range s.sortedStreams() {
+		if !match(st.nodeID()) || (scope.client != nil && !scope.client(st.identity)) {
 			continue
 		}
+		cl := st.status()
 		cc := &statusv3.ClientConfig{Node: cl.Node}
 		for _, ts := range cl.Types {
 			for _, g := range genericConfigs(ts) {
