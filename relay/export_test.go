@@ -3,6 +3,7 @@ package relay
 import (
 	"time"
 
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/protocol"
 )
 
@@ -15,3 +16,7 @@ func WithPendingWait(o Options, d time.Duration) Options {
 
 // Clients reports the downstream streams, for tests.
 func (r *Relay) Clients() []protocol.Client { return r.r.Clients() }
+
+// Groups reports the downstream streams by agent and parameter set, for
+// tests.
+func (r *Relay) Groups() []fleet.Group { return r.r.Protocol().Groups() }
