@@ -207,9 +207,9 @@ func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server
 		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout: f.adminReadTimeout, IdleTimeout: 2 * time.Minute}
 	}
-	// protocol.ServerOptions: xdsd's codec, one goroutine per idle stream,
-	// a write buffer shared by idle connections (memory per stream,
-	// BENCHMARKS.md (e)).
+	// protocol.ServerOptions: xdsd's codec and one goroutine per idle
+	// stream (memory per stream, BENCHMARKS.md (e)). The write buffer
+	// idle connections share is gRPC's default, not an option set here.
 	d.g = grpc.NewServer(append(append(f.grpcCreds(), protocol.ServerOptions()...), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))...)
