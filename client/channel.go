@@ -56,11 +56,11 @@ type upType struct {
 	// constraint key (docs/protocol.md §2.7): it runs across outages, which is
 	// the point, and is renewed by a heartbeat or a new copy.
 	ttl map[[2]string]*ttlTimer
-	// lingering: held names nothing subscribes to any more, whose cache
-	// entries the client keeps while no healthy stream is up (Client
-	// lingering). They keep their TTLs, are not declared to a reconnecting
+	// retained: held names nothing subscribes to any more, whose cache
+	// entries the client keeps while no healthy stream is up (outage
+	// retention, docs/architecture.md §8). They keep their TTLs, are not declared to a reconnecting
 	// stream, and are let go of once a stream is healthy (markHealthy).
-	lingering map[string]bool
+	retained map[string]bool
 }
 
 // channel is the upstream of one server list (an authority's, or the
@@ -167,11 +167,11 @@ func (ch *channel) subscribe(s *db.Sub) {
 		t.toSub = map[db.Key]*db.Sub{}
 	}
 	t.toSub[k] = s
-	if len(t.lingering) > 0 {
+	if len(t.retained) > 0 {
 		wants := t.wanted()
-		for n := range t.lingering {
+		for n := range t.retained {
 			if wants(n) {
-				delete(t.lingering, n) // subscribed again: held as any other
+				delete(t.retained, n) // subscribed again: held as any other
 			}
 		}
 	}
@@ -191,13 +191,13 @@ func (ch *channel) lookup(k db.Key) (t *upType, s *db.Sub) {
 // members too — so that a reconnecting stream does not declare versions of
 // what the cache evicted (docs/protocol.md §2.9), and the client forgets what it
 // knew of them. While no healthy stream is up the client keeps their cache
-// entries instead (Client.interest): they linger, held with their TTLs.
-// It reports whether they do.
-func (ch *channel) unsubscribe(k db.Key) (lingers bool) {
-	linger := ch.connected < 0 || !ch.healthy
+// entries instead (Client.interest): they are retained, held with their
+// TTLs. It reports whether they are.
+func (ch *channel) unsubscribe(k db.Key) (retained bool) {
+	retain := ch.connected < 0 || !ch.healthy
 	t, s := ch.lookup(k)
 	if s == nil {
-		return linger
+		return retain
 	}
 	delete(t.subs, k)
 	delete(t.toSub, k)
@@ -207,14 +207,14 @@ func (ch *channel) unsubscribe(k db.Key) (lingers bool) {
 	t.toUnsub[k] = s
 	wants := t.wanted()
 	drop := func(n string) {
-		if !linger {
+		if !retain {
 			delete(t.held, n)
 			return
 		}
-		if t.lingering == nil {
-			t.lingering = map[string]bool{}
+		if t.retained == nil {
+			t.retained = map[string]bool{}
 		}
-		t.lingering[n] = true
+		t.retained[n] = true
 	}
 	if s.IsCollection() {
 		for n := range t.held {
@@ -230,7 +230,7 @@ func (ch *channel) unsubscribe(k db.Key) (lingers bool) {
 	if s.IsCollection() && !wants(s.Name) {
 		ch.c.forgetMembers(ch, s.Type, s.Name)
 	}
-	return linger
+	return retain
 }
 
 // stopUnheldTTLs stops the TTL timers of variants no longer held.
@@ -259,27 +259,27 @@ func (ch *channel) forget(typeURL string, names []string) {
 	for _, n := range names {
 		if !wants(n) {
 			delete(t.held, n)
-			delete(t.lingering, n)
+			delete(t.retained, n)
 		}
 	}
 	t.stopUnheldTTLs()
 }
 
-// forgetLingering lets go of what lingered through an outage and was not
+// forgetRetained lets go of what was retained through an outage and was not
 // subscribed again, now that a healthy stream is up: the client evicts it
 // from the cache (Client.healthy).
-func (ch *channel) forgetLingering() {
+func (ch *channel) forgetRetained() {
 	for _, t := range ch.types {
-		if len(t.lingering) == 0 {
+		if len(t.retained) == 0 {
 			continue
 		}
 		wants := t.wanted()
-		for n := range t.lingering {
+		for n := range t.retained {
 			if !wants(n) {
 				delete(t.held, n)
 			}
 		}
-		t.lingering = nil
+		t.retained = nil
 		t.stopUnheldTTLs()
 	}
 }

@@ -451,12 +451,12 @@ func (ch *channel) expire(typeURL, n, ck, version string, tm *ttlTimer) {
 	}
 	d := &decoded{gone: []resource.Key{{Type: typeURL, Name: n, Constraints: ck}}}
 	up := ch.apply(t, d, false)
-	if t.lingering[n] {
+	if t.retained[n] {
 		// Nothing subscribes to it: the cache drops it, and no status of it
 		// is kept.
 		d.emptied = nil
 		if t.held[n] == nil {
-			delete(t.lingering, n)
+			delete(t.retained, n)
 		}
 	}
 	ch.c.applied(ch, typeURL, up, d)

@@ -207,7 +207,7 @@ func (c *Client) evict(ch *channel, i db.Sub, alias string) {
 	ch.forgetVariants(goneVariants)
 	// Forget that the source answered for the name: a later subscription
 	// must ask again.
-	u := db.Update{Removes: gone, Deletes: goneVariants, Unknown: []db.Key{i.Key, {Type: i.Type, Name: i.Name, ParamsKey: db.AnyParams}}}
+	u := db.Update{ResourceDeletes: gone, Deletes: goneVariants, Unknown: []db.Key{i.Key, {Type: i.Type, Name: i.Name, ParamsKey: db.AnyParams}}}
 	if alias != "" {
 		u.Unknown = append(u.Unknown, db.Key{Type: i.Type, Name: alias, ParamsKey: i.ParamsKey})
 	}

@@ -444,7 +444,7 @@ func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
 		}
 		// Not declared: what the server must send anew — names a watcher
 		// needs its fresh word on, names to fetch again (refetch), what
-		// only lingers.
+		// is only retained.
 		again := map[string]bool{}
 		for k := range t.toSub {
 			again[k.Name] = true
@@ -453,7 +453,7 @@ func (ch *channel) deltaRequest(t *upType) *discoveryv3.DeltaDiscoveryRequest {
 			if !t.declare {
 				break
 			}
-			if t.refresh[n] > 0 || again[n] || t.lingering[n] {
+			if t.refresh[n] > 0 || again[n] || t.retained[n] {
 				continue
 			}
 			for _, v := range vs {

@@ -316,8 +316,8 @@ func TestLingeringIsNotDeclared(t *testing.T) {
 	}
 	ch.do(func() {
 		ch.proven(0)
-		if ty.held["left"] != nil || ty.held["kept"] == nil || len(ty.lingering) != 0 {
-			t.Errorf("once healthy: held %v, lingering %v", ty.held, ty.lingering)
+		if ty.held["left"] != nil || ty.held["kept"] == nil || len(ty.retained) != 0 {
+			t.Errorf("once healthy: held %v, lingering %v", ty.held, ty.retained)
 		}
 	})
 }

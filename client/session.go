@@ -273,13 +273,13 @@ func (ch *channel) opened(i int) {
 }
 
 // proven records that the stream to server i has proved itself (on the
-// state goroutine): what lingered through the outage goes.
+// state goroutine): what was retained through the outage goes.
 func (ch *channel) proven(i int) {
 	if ch.connected != i || ch.healthy {
 		return
 	}
 	ch.healthy = true
-	ch.forgetLingering()
+	ch.forgetRetained()
 	ch.c.o.Logger.Info("xDS stream up", "server", ch.servers[i].URI)
 	ch.c.healthy(ch)
 }

@@ -113,7 +113,7 @@ func (c *Client) channelState(ch *channel, up bool) {
 // applied is told what a channel stored from a response: it updates the db
 // and the resources' status, and wakes their watchers.
 func (c *Client) applied(ch *channel, typeURL string, u db.Update, d *decoded) {
-	if len(u.Puts)+len(u.Deletes)+len(u.Removes)+len(u.Known) > 0 {
+	if len(u.Puts)+len(u.Deletes)+len(u.ResourceDeletes)+len(u.Known) > 0 {
 		c.db.Update(u)
 	}
 	// Only now that the cache has it: an #alt= watcher returns to the

@@ -221,8 +221,9 @@ type Update struct {
 	Puts  []*resource.Variant
 	// Deletes remove single variants.
 	Deletes []resource.Key
-	// Removes remove every variant of a resource (by Type and Name).
-	Removes []Key
+	// ResourceDeletes remove every variant of a resource (by Type and
+	// Name); Deletes remove one variant each.
+	ResourceDeletes []Key
 	// Known marks subscriptions — a resource, Wildcard, a glob URL or a
 	// VHDS name, under a parameter key (or AnyParams) — as answered by the
 	// source (a cache's); Unknown forgets that (when the cache stops
@@ -289,7 +290,7 @@ func (d *DB) Update(u Update) {
 			}
 		}
 	}
-	for _, r := range u.Removes {
+	for _, r := range u.ResourceDeletes {
 		t := d.tables[r.Type]
 		if t == nil {
 			continue

@@ -56,7 +56,7 @@ func TestNamedSubscriptionAndOneSignalPerUpdate(t *testing.T) {
 		}
 	})
 	// A delete of a resource someone subscribes marks them too.
-	d.Update(Update{Removes: []Key{{Type: resource.ClusterURL, Name: "a"}}})
+	d.Update(Update{ResourceDeletes: []Key{{Type: resource.ClusterURL, Name: "a"}}})
 	if got := pendingNames(s); !got["a"] {
 		t.Errorf("removal not marked: %v", got)
 	}
@@ -104,7 +104,7 @@ func TestGlob(t *testing.T) {
 		t.Errorf("members = %v", members)
 	}
 	// Removing the member marks the glob subscriber, and leaves the glob empty.
-	d.Update(Update{Removes: []Key{{Type: resource.ClusterURL, Name: member}}})
+	d.Update(Update{ResourceDeletes: []Key{{Type: resource.ClusterURL, Name: member}}})
 	if got := pendingNames(s); !got[member] {
 		t.Errorf("member removal not marked: %v", got)
 	}
@@ -130,7 +130,7 @@ func TestGlobOutlivedByMember(t *testing.T) {
 	byName, _ := newSub()
 	d.Subscribe(byName, NewSub(resource.ClusterURL, member, nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(member, "", "1")}})
-	d.Update(Update{Removes: []Key{{Type: resource.ClusterURL, Name: member}}}) // the glob has no member and no subscriber: gone
+	d.Update(Update{ResourceDeletes: []Key{{Type: resource.ClusterURL, Name: member}}}) // the glob has no member and no subscriber: gone
 	g, _ := newSub()
 	d.Subscribe(g, NewSub(resource.ClusterURL, glob, nil))
 	d.Update(Update{Puts: []*resource.Variant{storetest.Cluster(member, "", "2")}})
@@ -246,7 +246,7 @@ func TestVirtualHostResolution(t *testing.T) {
 		})
 	}
 	// Removing the catch-all reaches the subscriber whose alias it served.
-	d.Update(Update{Removes: []Key{{Type: resource.VirtualHostURL, Name: "rc/any"}}})
+	d.Update(Update{ResourceDeletes: []Key{{Type: resource.VirtualHostURL, Name: "rc/any"}}})
 	if got := pendingNames(s); !got["rc/any"] {
 		t.Errorf("removal not marked: %v", got)
 	}

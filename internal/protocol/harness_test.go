@@ -79,7 +79,7 @@ func (h *harness) update(u db.Update) {
 func (h *harness) remove(typeURL string, names ...string) {
 	var u db.Update
 	for _, n := range names {
-		u.Removes = append(u.Removes, db.Key{Type: typeURL, Name: n})
+		u.ResourceDeletes = append(u.ResourceDeletes, db.Key{Type: typeURL, Name: n})
 	}
 	h.update(u)
 }
@@ -116,7 +116,7 @@ func variant(typeURL, n, cons, payload string) *resource.Variant {
 func dbUpdate(puts []*resource.Variant, removes [][2]string) db.Update {
 	u := db.Update{Puts: puts}
 	for _, r := range removes {
-		u.Removes = append(u.Removes, db.Key{Type: r[0], Name: r[1]})
+		u.ResourceDeletes = append(u.ResourceDeletes, db.Key{Type: r[0], Name: r[1]})
 	}
 	return u
 }

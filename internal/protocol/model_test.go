@@ -226,7 +226,7 @@ func randomChange(h *harness, rng *rand.Rand, k int, names []string, sets [][]st
 // putVariantSet replaces cluster n's variants by one per constraints of
 // set, told apart from earlier ones by step.
 func putVariantSet(h *harness, n string, set []string, step int) {
-	u := db.Update{Removes: []db.Key{{Type: resource.ClusterURL, Name: n}}}
+	u := db.Update{ResourceDeletes: []db.Key{{Type: resource.ClusterURL, Name: n}}}
 	for _, cons := range set {
 		u.Puts = append(u.Puts, variant(resource.ClusterURL, n, cons,
 			fmt.Sprintf(`{"@type": "envoy.config.cluster.v3.Cluster", "name": %q, "alt_stat_name": "%d"}`, n, step)))
