@@ -15,24 +15,30 @@ import (
 // Client is the kind of xDS client the resources are for.
 type Client string
 
-// The clients whose behaviour is checked.
+// The clients whose behaviour is checked: Envoy and GRPC name the two
+// rule sets; Auto checks for the clients of a fleet (NewFleet), each by
+// its agent's rule set.
 const (
 	Envoy Client = "envoy"
 	GRPC  Client = "grpc"
+	Auto  Client = "auto"
 )
 
-// ParseClient reads a --client value.
+// ParseClient reads a --client value (none is the caller's: no checks).
 func ParseClient(s string) (Client, error) {
 	switch c := Client(s); c {
-	case Envoy, GRPC:
+	case Envoy, GRPC, Auto:
 		return c, nil
 	}
-	return "", fmt.Errorf("unknown client %q: want envoy or grpc", s)
+	return "", fmt.Errorf("unknown client %q: want auto, envoy, grpc or none", s)
 }
 
 func (c Client) String() string {
-	if c == GRPC {
+	switch c {
+	case GRPC:
 		return "gRPC"
+	case Auto:
+		return "the fleet's clients"
 	}
 	return "Envoy"
 }
@@ -55,6 +61,14 @@ type Finding struct {
 	Resource string
 	Rule     string // e.g. "envoy/router-last"
 	Severity Severity
+	// Client is the rule set that found it; "" for what is no one
+	// client's (a dangling reference).
+	Client Client
+	// Groups are the clients it concerns, when a fleet is known: those
+	// that would NACK the variant, or wait for a reference.
+	Groups []Group
+
+	entry *refs.Entry // the variant it is about, for a rule's finding
 }
 
 func (f Finding) String() string {
@@ -79,7 +93,9 @@ func (f Finding) Location() string {
 // checked on its own or on top of what a store holds. Add the batch's
 // documents, then the stored variants (AddStored), then ask Findings.
 type Checker struct {
-	client Client
+	client Client   // as asked: envoy, grpc or auto
+	rules  []Client // the rule sets run
+	groups []Group  // the fleet, merged; nil when none is known
 	set    refs.Set
 	found  []Finding
 	// refPos holds, for each entry of the batch that makes references,
@@ -94,10 +110,8 @@ type Checker struct {
 // counted.
 const MaxFindings = 1000
 
-// New returns a checker for a client.
-func New(c Client) *Checker {
-	return &Checker{client: c, refPos: map[*refs.Entry][]refAt{}, maxFound: MaxFindings}
-}
+// New returns a checker for a client, with no fleet known (NewFleet).
+func New(c Client) *Checker { return NewFleet(c, nil) }
 
 // Client is the client the checker checks for.
 func (k *Checker) Client() Client { return k.client }
@@ -140,22 +154,24 @@ func (k *Checker) Prepare(d *resource.Document) *Prepared {
 		}
 	}
 	desc := e.Describe()
-	report := func(rule string, sev Severity, path, format string, args ...any) {
-		p.findings = append(p.findings, Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev})
-	}
-	rules := envoyRules
-	if k.client == GRPC {
-		rules = grpcRules
-	}
 	if d.Message != nil && !v.IsRedirect() {
-		for _, r := range rules {
-			r(v.Type.URL, d.Message, report)
-		}
-		if k.client == Envoy {
-			envoyV2Types(d.Message, v.Body(), report)
+		for _, rs := range k.rules {
+			report := func(rule string, sev Severity, path, format string, args ...any) {
+				p.findings = append(p.findings, Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev, Client: rs, entry: e})
+			}
+			rules := envoyRules
+			if rs == GRPC {
+				rules = grpcRules
+			}
+			for _, r := range rules {
+				r(v.Type.URL, d.Message, report)
+			}
+			if rs == Envoy {
+				envoyV2Types(d.Message, v.Body(), report)
+			}
 		}
 	}
-	if k.client == Envoy {
+	if k.runs(Envoy) {
 		p.listens = listenings(e, d.Message)
 	}
 	return p
@@ -215,26 +231,34 @@ func (k *Checker) AddStored(s *Stored) {
 		return
 	}
 	k.set.Add(e)
-	if k.client == Envoy {
+	if k.runs(Envoy) {
 		k.listens = append(k.listens, s.listens...)
 	}
 }
+
+// Entry is the stored variant's entry in a reference index.
+func (s *Stored) Entry() *refs.Entry { return s.entry }
 
 // Set is what the checker knows of the resources: the batch's and the
 // stored ones it leaves.
 func (k *Checker) Set() *refs.Set { return &k.set }
 
 // Findings runs the checks across resources and returns every finding,
-// errors first, each group in the order found.
+// errors first, each group in the order found. With a fleet known
+// (NewFleet), an error stands only for the clients it concerns: a rule's
+// finding in a variant no client of that rule set gets, and a reference
+// that dangles only for parameter sets no client has, are warnings.
+// Without one, the rules' findings are errors and dangling references
+// warnings. Endpoints a cluster names that do not exist at all are
+// warnings either way: clients wait for them, and they often come from
+// another pipeline.
 func (k *Checker) Findings() []Finding {
-	found := append([]Finding(nil), k.found...)
-	for _, d := range k.set.Dangling(k.wildcard()...) {
-		if !k.inBatch(d.From.Type, d.From.Name) && !k.inBatch(d.Ref.Type, d.Ref.Name) {
-			continue // not this batch's doing
-		}
-		found = append(found, k.dangling(d))
+	found := make([]Finding, 0, len(k.found))
+	for _, f := range k.found {
+		found = append(found, k.judge(f))
 	}
-	if k.client == Envoy {
+	found = append(found, k.danglingFindings()...)
+	if k.runs(Envoy) {
 		found = append(found, k.listenerConflicts()...)
 	}
 	if len(found) > k.maxFound {
@@ -248,12 +272,115 @@ func (k *Checker) Findings() []Finding {
 // Dropped counts findings beyond MaxFindings.
 func (k *Checker) Dropped() int { return k.dropped }
 
-// wildcard lists the types the client fetches whole: Envoy subscribes to
-// every listener and cluster (LDS and CDS wildcard, the Envoy docs' "xDS
-// REST and gRPC protocol"); a gRPC client only to what it names.
+// judge turns a rule's error into a warning when a fleet is known and
+// none of its clients of that rule set gets the variant; otherwise it
+// names those that do.
+func (k *Checker) judge(f Finding) Finding {
+	if f.Severity != Error || k.groups == nil || f.entry == nil {
+		return f
+	}
+	var who []Group
+	for _, g := range k.groups {
+		if k.ruleOf(g) == f.Client && f.entry.Constraints.Match(g.Params) {
+			who = append(who, g)
+		}
+	}
+	d := *f.DocError
+	f.DocError = &d
+	if len(who) == 0 {
+		f.Severity = Warning
+		d.Msg += fmt.Sprintf(" (no connected or declared %s client gets this variant)", f.Client)
+		return f
+	}
+	f.Groups = who
+	d.Msg += " (" + describeGroups(who, f.entry.Constraints.Keys()) + " get it)"
+	return f
+}
+
+// edge is a reference of one variant.
+type edge struct {
+	from *refs.Entry
+	ref  refs.Ref
+}
+
+// danglingFindings reports the references that resolve to nothing: for
+// every parameter set the variants tell apart, and, with a fleet known,
+// for each of its groups' parameters, from what each rule set's clients
+// ask for by themselves.
+func (k *Checker) danglingFindings() []Finding {
+	found := map[edge]refs.Dangling{}
+	var order []edge
+	note := func(d refs.Dangling) edge {
+		e := edge{d.From, d.Ref}
+		if _, ok := found[e]; !ok {
+			found[e] = d
+			order = append(order, e)
+		}
+		return e
+	}
+	for _, d := range k.set.Dangling(k.wildcard()...) {
+		note(d)
+	}
+	hits := map[edge][]Group{}
+	if k.groups != nil {
+		// Clients resolve alike when their rule set fetches alike and
+		// their parameters agree on the keys the variants mention.
+		type probe struct {
+			whole bool
+			key   string
+		}
+		var probes []probe
+		params := map[probe]constraint.Params{}
+		members := map[probe][]Group{}
+		for _, g := range k.groups {
+			p := k.set.Restrict(g.Params)
+			pr := probe{k.ruleOf(g) != GRPC, p.Key()}
+			if _, ok := params[pr]; !ok {
+				probes = append(probes, pr)
+				params[pr] = p
+			}
+			members[pr] = append(members[pr], g)
+		}
+		for _, pr := range probes {
+			var wild []string
+			if pr.whole {
+				wild = envoyWildcard
+			}
+			for _, d := range k.set.DanglingFor([]constraint.Params{params[pr]}, wild...) {
+				e := note(d)
+				hits[e] = append(hits[e], members[pr]...)
+			}
+		}
+	}
+	var out []Finding
+	for _, e := range order {
+		d := found[e]
+		if !k.inBatch(d.From.Type, d.From.Name) && !k.inBatch(d.Ref.Type, d.Ref.Name) {
+			continue // not this batch's doing
+		}
+		out = append(out, k.dangling(d, hits[e]))
+	}
+	return out
+}
+
+// envoyWildcard are the types Envoy fetches whole: every listener and
+// cluster (LDS and CDS wildcard, the Envoy docs' "xDS REST and gRPC
+// protocol"); a gRPC client only what it names.
+var envoyWildcard = []string{resource.ListenerURL, resource.ClusterURL}
+
+// wildcard lists the types fetched whole by some client checked for: a
+// gRPC-only check follows only what is named.
 func (k *Checker) wildcard() []string {
-	if k.client == Envoy {
-		return []string{resource.ListenerURL, resource.ClusterURL}
+	if k.groups == nil {
+		if k.runs(Envoy) {
+			return envoyWildcard
+		}
+		return nil
+	}
+	for _, g := range k.groups {
+		if k.ruleOf(g) != GRPC {
+			return envoyWildcard
+		}
 	}
 	return nil
 }
@@ -263,8 +390,9 @@ func (k *Checker) wildcard() []string {
 // it validates its clusters (RouteConfiguration.validate_clusters: "route:
 // unknown cluster"); otherwise a client waits for the resource (gRPC:
 // gRFC A27, "does not exist" after a timeout; Envoy: the listener or
-// cluster stays warming) and requests fail.
-func (k *Checker) dangling(d refs.Dangling) Finding {
+// cluster stays warming) and requests fail. who are the groups of the
+// fleet whose parameters hit it.
+func (k *Checker) dangling(d refs.Dangling, who []Group) Finding {
 	var where *resource.DocError
 	if pos := k.refPos[d.From]; pos != nil {
 		for i, r := range d.From.Refs {
@@ -280,18 +408,51 @@ func (k *Checker) dangling(d refs.Dangling) Finding {
 			where = &resource.DocError{Source: d.From.Loc.Source, Index: d.From.Loc.Index, Line: d.From.Loc.Line, Column: d.From.Loc.Column, Path: d.Ref.Path}
 		}
 	}
-	rule, msg := "refs/dangling", d.String()
-	switch {
-	case d.Ref.Strict && k.client == Envoy:
-		rule = "envoy/validate-clusters"
-		msg += fmt.Sprintf(" (Envoy rejects the route configuration: validate_clusters is on, \"route: unknown cluster '%s'\")", d.Ref.Name)
-	case k.client == GRPC:
-		msg += " (a gRPC client is told it does not exist, and its RPCs fail)"
-	default:
-		msg += " (Envoy waits for it: requests that need it fail)"
+	f := Finding{DocError: where, Resource: d.From.Describe(), Rule: "refs/dangling", Severity: Warning}
+	var envoys []Group
+	for _, g := range who {
+		if k.ruleOf(g) == Envoy {
+			envoys = append(envoys, g)
+		}
 	}
-	where.Msg = msg
-	return Finding{DocError: where, Resource: d.From.Describe(), Rule: rule}
+	target := refs.Kind(d.Ref.Type) + " " + d.Ref.Name
+	switch {
+	case d.Ref.Strict && k.runs(Envoy) && (k.groups == nil || len(envoys) > 0):
+		// A NACK, not a wait.
+		f.Rule, f.Severity, f.Client = "envoy/validate-clusters", Error, Envoy
+		where.Msg = d.String()
+		if len(envoys) > 0 {
+			f.Groups = envoys
+			where.Msg = describeGroups(envoys, d.Keys) + " would reject " + d.From.Describe() + ": " + d.Edge()
+		}
+		where.Msg += fmt.Sprintf(" (Envoy rejects the route configuration: validate_clusters is on, \"route: unknown cluster '%s'\")", d.Ref.Name)
+	case d.Ref.Type == resource.EndpointURL && d.NoSuch:
+		f.Rule = "refs/endpoints-pending"
+		where.Msg = d.String() + " yet: clients keep the cluster warming until they come (Envoy goes on without them after initial_fetch_timeout; gRPC fails RPCs to it), which is expected when endpoints are applied after their clusters or by another pipeline"
+	case len(who) > 0:
+		f.Severity, f.Groups = Error, who
+		where.Msg = describeGroups(who, d.Keys) + " would wait for " + target + ": " + d.Edge()
+		if k.client != Auto {
+			where.Msg += k.waits()
+		}
+	case k.groups != nil:
+		where.Msg = d.String() + " (no connected or declared client has these parameters)"
+	default:
+		where.Msg = d.String() + k.waits() + "; no client is connected and none is declared (--fleet): a refusal only for parameter sets a client has"
+	}
+	return f
+}
+
+// waits says what a client of the checked kind does about a reference
+// that resolves to nothing.
+func (k *Checker) waits() string {
+	switch k.client {
+	case GRPC:
+		return " (a gRPC client is told it does not exist, and its RPCs fail)"
+	case Envoy:
+		return " (Envoy waits for it: requests that need it fail)"
+	}
+	return " (a client waits for it: Envoy keeps what needs it warming, gRPC is told it does not exist; requests that need it fail)"
 }
 
 // listening is an address a listener binds.
@@ -338,7 +499,21 @@ func (k *Checker) listenerConflicts() []Finding {
 					params = " for clients with " + w.String()
 				}
 				where.Msg = fmt.Sprintf("listeners %s and %s both bind %s%s: Envoy refuses the second (\"has duplicate address\")", x.Name, y.Name, a, params)
-				out = append(out, Finding{DocError: where, Resource: y.Describe(), Rule: "envoy/listener-address"})
+				f := Finding{DocError: where, Resource: y.Describe(), Rule: "envoy/listener-address", Client: Envoy}
+				if k.groups != nil {
+					for _, g := range k.groups {
+						if k.ruleOf(g) == Envoy && x.Constraints.Match(g.Params) && y.Constraints.Match(g.Params) {
+							f.Groups = append(f.Groups, g)
+						}
+					}
+					if len(f.Groups) == 0 {
+						f.Severity = Warning
+						where.Msg += " (no connected or declared envoy client gets both)"
+					} else {
+						where.Msg += " (" + describeGroups(f.Groups, append(x.Constraints.Keys(), y.Constraints.Keys()...)) + " get both)"
+					}
+				}
+				out = append(out, f)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -229,20 +230,28 @@ func TestStoredResources(t *testing.T) {
 	}
 	stored := decode(routes("- {name: v, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: c}}, {match: {prefix: /x}, route: {cluster: gone}}]}\n") + okCluster)
 	batch := decode("constraints: env=prod\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n  type: EDS\n  eds_cluster_config: {eds_config: {ads: {}}}\n")
-	k := New(GRPC)
-	for _, d := range batch {
-		k.Add(d)
-	}
-	for _, d := range stored {
-		k.AddStored(Summarize(d.Variant, d.Message))
-	}
-	var got []string
-	for _, f := range k.Findings() {
-		got = append(got, f.String())
-	}
-	want := "route r: no env: route r → cluster c: no variant for these parameters (a gRPC client is told it does not exist, and its RPCs fail) [refs/dangling]"
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	for _, tc := range []struct {
+		groups []Group
+		want   string
+	}{
+		{nil, "route r: warning: no env: route r → cluster c: no variant for these parameters (a gRPC client is told it does not exist, and its RPCs fail); no client is connected and none is declared (--fleet): a refusal only for parameter sets a client has [refs/dangling]"},
+		{[]Group{{Agent: "grpc-go", Params: constraint.Params{"env": "prod"}, Count: 3}}, "route r: warning: no env: route r → cluster c: no variant for these parameters (no connected or declared client has these parameters) [refs/dangling]"},
+		{[]Group{{Agent: "grpc-go", Count: 2}}, "route r: 2 connected grpc-go clients with no env would wait for cluster c: route r → cluster c: no variant for these parameters (a gRPC client is told it does not exist, and its RPCs fail) [refs/dangling]"},
+	} {
+		k := NewFleet(GRPC, tc.groups)
+		for _, d := range batch {
+			k.Add(d)
+		}
+		for _, d := range stored {
+			k.AddStored(Summarize(d.Variant, d.Message))
+		}
+		var got []string
+		for _, f := range k.Findings() {
+			got = append(got, f.String())
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("groups %v: findings:\n%s\nwant:\n%s", tc.groups, strings.Join(got, "\n"), tc.want)
+		}
 	}
 }
 

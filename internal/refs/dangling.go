@@ -50,13 +50,18 @@ func (d Dangling) String() string {
 		}
 		b.WriteString(": ")
 	}
-	fmt.Fprintf(&b, "%s %s → %s %s: ", Kind(d.From.Type), d.From.Name, Kind(d.Ref.Type), d.Ref.Name)
-	if d.NoSuch {
-		fmt.Fprintf(&b, "no such %s", Kind(d.Ref.Type))
-	} else {
-		b.WriteString("no variant for these parameters")
-	}
+	b.WriteString(d.Edge())
 	return b.String()
+}
+
+// Edge reads "route tp2 → cluster c-v2: no such cluster": the reference
+// and why it resolves to nothing, without the parameter sets.
+func (d Dangling) Edge() string {
+	s := fmt.Sprintf("%s %s → %s %s: ", Kind(d.From.Type), d.From.Name, Kind(d.Ref.Type), d.Ref.Name)
+	if d.NoSuch {
+		return s + "no such " + Kind(d.Ref.Type)
+	}
+	return s + "no variant for these parameters"
 }
 
 // describeParams reads "env=prod, no version": every key that matters,
@@ -91,6 +96,22 @@ const maxVisits = 20_000_000
 // to no variant. A reference is reported once, with every parameter set
 // (over the keys that matter to it) that hits it.
 func (s *Set) Dangling(wildcard ...string) []Dangling {
+	return s.dangling(s.ParamSets(), wildcard)
+}
+
+// DanglingFor is Dangling for the clients of the given parameter sets
+// only (each restricted to the keys the set's variants mention; a key
+// they do not mention changes nothing a client gets): those of the
+// clients connected or declared, rather than every set the variants tell
+// apart. A parameter set may give a key a value no variant mentions.
+func (s *Set) DanglingFor(params []constraint.Params, wildcard ...string) []Dangling {
+	return s.dangling(params, wildcard)
+}
+
+// roots lists the resources a client asks for by itself: those of a type
+// in wildcard, which it fetches whole, and those nothing in the set
+// references; in a stable order.
+func (s *Set) roots(wildcard []string) []group {
 	referenced := map[group]bool{}
 	for _, e := range s.order {
 		for _, r := range e.Refs {
@@ -113,7 +134,41 @@ func (s *Set) Dangling(wildcard ...string) []Dangling {
 		}
 		return roots[i].name < roots[j].name
 	})
+	return roots
+}
 
+// Reach lists the variants a client with parameters p gets: those it
+// resolves from every resource it asks for by itself (see Dangling), in
+// the order met.
+func (s *Set) Reach(p constraint.Params, wildcard ...string) []*Entry {
+	var out []*Entry
+	reached := map[*Entry]bool{}
+	var visit func(e *Entry)
+	visit = func(e *Entry) {
+		if reached[e] || len(out) > maxVisits {
+			return
+		}
+		reached[e] = true
+		out = append(out, e)
+		for _, r := range e.Refs {
+			if !s.Follows(r.Name) {
+				continue
+			}
+			if t := s.Pick(r.Type, r.Name, p); t != nil {
+				visit(t)
+			}
+		}
+	}
+	for _, g := range s.roots(wildcard) {
+		if e := s.Pick(g.typ, g.name, p); e != nil {
+			visit(e)
+		}
+	}
+	return out
+}
+
+func (s *Set) dangling(params []constraint.Params, wildcard []string) []Dangling {
+	roots := s.roots(wildcard)
 	type edge struct {
 		from *Entry
 		ref  int
@@ -123,7 +178,7 @@ func (s *Set) Dangling(wildcard ...string) []Dangling {
 	seen := map[string]bool{} // per edge: parameter sets already listed
 	visits := 0
 	tp2 := len(s.values) > 0
-	for _, p := range s.ParamSets() {
+	for _, p := range params {
 		reached := map[*Entry]bool{}
 		var visit func(e *Entry)
 		visit = func(e *Entry) {
@@ -281,4 +336,17 @@ func (s *Set) Uncovered(typeURL, name string) []constraint.Params {
 		out = append(out, p)
 	})
 	return out
+}
+
+// Restrict keeps the keys of p that the set's variants mention: the
+// others change nothing a client gets, so clients that differ only in
+// them are resolved alike.
+func (s *Set) Restrict(p constraint.Params) constraint.Params {
+	q := constraint.Params{}
+	for k, v := range p {
+		if _, ok := s.values[k]; ok {
+			q[k] = v
+		}
+	}
+	return q
 }
