@@ -248,8 +248,8 @@ func (k *Checker) Set() *refs.Set { return &k.set }
 // (NewFleet), an error stands only for the clients it concerns: a rule's
 // finding in a variant no client of that rule set gets, and a reference
 // that dangles only for parameter sets no client has, are warnings.
-// Without one, the rules' findings are errors and dangling references
-// warnings. Endpoints a cluster names that do not exist at all are
+// Without one, the rules' findings are errors (with Auto, Envoy's; gRPC's
+// are warnings) and dangling references warnings. Endpoints a cluster names that do not exist at all are
 // warnings either way: clients wait for them, and they often come from
 // another pipeline.
 func (k *Checker) Findings() []Finding {
@@ -276,7 +276,18 @@ func (k *Checker) Dropped() int { return k.dropped }
 // none of its clients of that rule set gets the variant; otherwise it
 // names those that do.
 func (k *Checker) judge(f Finding) Finding {
-	if f.Severity != Error || k.groups == nil || f.entry == nil {
+	if f.Severity != Error || f.entry == nil {
+		return f
+	}
+	if k.groups == nil {
+		if k.client == Auto && f.Client == GRPC {
+			// Without a fleet, Envoy's rules refuse, as the default did
+			// before auto; gRPC's are reported: a bare cluster is STATIC,
+			// which every gRPC client NACKs and Envoy takes.
+			d := *f.DocError
+			f.DocError, f.Severity = &d, Warning
+			d.Msg += " (no client is connected or declared: this refuses a batch once a gRPC client is, or with --client grpc)"
+		}
 		return f
 	}
 	var who []Group
@@ -342,11 +353,7 @@ func (k *Checker) danglingFindings() []Finding {
 			members[pr] = append(members[pr], g)
 		}
 		for _, pr := range probes {
-			var wild []string
-			if pr.whole {
-				wild = envoyWildcard
-			}
-			for _, d := range k.set.DanglingFor([]constraint.Params{params[pr]}, wild...) {
+			for _, d := range k.set.DanglingAsked([]constraint.Params{params[pr]}, asks(pr.whole)) {
 				e := note(d)
 				hits[e] = append(hits[e], members[pr]...)
 			}
@@ -361,6 +368,18 @@ func (k *Checker) danglingFindings() []Finding {
 		out = append(out, k.dangling(d, hits[e]))
 	}
 	return out
+}
+
+// asks is what a group's clients ask for by themselves: for Envoy (and
+// clients not known to be gRPC), every listener and cluster, and what
+// nothing references; for gRPC, the listeners it is given.
+func asks(whole bool) refs.Asks {
+	if !whole {
+		return refs.ListenersOnly
+	}
+	return func(typeURL string, referenced bool) bool {
+		return typeURL == resource.ListenerURL || typeURL == resource.ClusterURL || !referenced
+	}
 }
 
 // envoyWildcard are the types Envoy fetches whole: every listener and

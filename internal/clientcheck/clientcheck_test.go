@@ -60,6 +60,12 @@ func cluster(extra string) string {
 	return "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c\ntype: EDS\neds_cluster_config: {eds_config: {ads: {}}}\n" + extra
 }
 
+// rdsListener is a proxyless client's listener whose routes are route
+// configuration route, by RDS.
+func rdsListener(route string) string {
+	return apiListener("    rds: {route_config_name: " + route + ", config_source: {ads: {}}}\n    http_filters: [" + router + "]\n")
+}
+
 func routes(vhosts string) string {
 	return "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: r\nvirtual_hosts:\n" + vhosts
 }
@@ -228,7 +234,7 @@ func TestStoredResources(t *testing.T) {
 		}
 		return docs
 	}
-	stored := decode(routes("- {name: v, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: c}}, {match: {prefix: /x}, route: {cluster: gone}}]}\n") + okCluster)
+	stored := decode(routes("- {name: v, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: c}}, {match: {prefix: /x}, route: {cluster: gone}}]}\n") + okCluster + "---\n" + rdsListener("r"))
 	batch := decode("constraints: env=prod\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n  type: EDS\n  eds_cluster_config: {eds_config: {ads: {}}}\n")
 	for _, tc := range []struct {
 		groups []Group

@@ -45,10 +45,12 @@ const maxSamples = 3
 // NewFleet returns a checker for the clients of a fleet: the groups
 // connected and declared. With c Auto, each group is checked with its
 // agent's rule set; with Envoy or GRPC, every group with that one. With
-// no group (none connected, none declared), Auto runs both rule sets and
-// their findings are errors, while references that dangle are warnings:
-// a refusal for a dangling reference needs a client that has the
-// parameters.
+// no group (none connected, none declared), Auto runs both rule sets:
+// Envoy's findings are errors, as with the default before Auto, and
+// gRPC's warnings (a cluster written without a type is STATIC, which
+// Envoy takes and gRPC does not: refusing it for clients nobody has would
+// refuse most batches); references that dangle are warnings, a refusal
+// needing a client that has the parameters.
 func NewFleet(c Client, groups []Group) *Checker {
 	k := &Checker{client: c, refPos: map[*refs.Entry][]refAt{}, maxFound: MaxFindings}
 	k.groups = mergeGroups(groups)
@@ -122,13 +124,14 @@ func (k *Checker) ruleOf(g Group) Client {
 }
 
 // Describe names who the checker checks for, in a refusal: "Envoy",
-// "the connected or declared clients", "Envoy or gRPC".
+// "gRPC", "the connected or declared clients" (Auto without a fleet
+// refuses only for Envoy).
 func (k *Checker) Describe() string {
 	switch {
 	case k.client != Auto:
 		return k.client.String()
 	case k.groups == nil:
-		return "Envoy or gRPC"
+		return "Envoy"
 	}
 	return "the connected or declared clients"
 }

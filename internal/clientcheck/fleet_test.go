@@ -106,7 +106,8 @@ resource: {"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: c
 ---
 "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
 cluster_name: c
-`
+---
+` + rdsListener("r")
 	groups := []Group{
 		{Agent: "grpc-go", Params: constraint.Params{"env": "test", "version": "v4", "zone": "a"}, Count: 5},
 		{Agent: "grpc-go", Params: constraint.Params{"env": "test", "version": "v4", "zone": "b"}, Count: 7},
@@ -138,7 +139,8 @@ func TestMaglevForGRPC(t *testing.T) {
 		{"gRPC fleet", Auto, grpcFleet, src, true},
 		{"gRPC fleet, load_balancing_policy set", Auto, grpcFleet, withPolicy, true},
 		{"Envoy fleet", Auto, []Group{{Agent: "envoy", Count: 4}}, src, false},
-		{"no fleet", Auto, nil, src, true},
+		{"no fleet: a warning", Auto, nil, src, false},
+		{"--client grpc", GRPC, nil, src, true},
 		{"--client envoy", Envoy, nil, src, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,15 +177,18 @@ func TestEndpointsPending(t *testing.T) {
 	}
 }
 
-// Without a fleet, auto reports each rule set's problems, labelled.
+// Without a fleet, auto reports each rule set's problems, labelled:
+// Envoy's refuse, gRPC's warn (a bare cluster is STATIC, which gRPC
+// NACKs).
 func TestAutoWithoutFleetLabels(t *testing.T) {
-	fs := checkFleet(t, Auto, nil, "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: s\ntype: STATIC\nlb_policy: MAGLEV\n")
+	src := "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: s\nlb_policy: MAGLEV\n---\n" + envoyListener("") + "      http_filters: [" + router + ", {name: cors, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}]\n      route_config: {}\n"
 	var rules []string
-	for _, f := range fs {
-		rules = append(rules, string(f.Client)+" "+f.Rule)
+	for _, f := range checkFleet(t, Auto, nil, src) {
+		rules = append(rules, fmt.Sprintf("%s %s %v", f.Client, f.Rule, f.Severity == Error))
 	}
-	if got := strings.Join(rules, ","); got != "grpc grpc/lb-policy,grpc grpc/cluster-type" {
-		t.Errorf("findings: %s", got)
+	want := "Envoy envoy/router-last true,Envoy envoy/router-last true,gRPC grpc/lb-policy false,gRPC grpc/cluster-type false,gRPC grpc/http-filters false"
+	if got := strings.Join(rules, ","); got != want {
+		t.Errorf("findings:\n%s\nwant:\n%s", got, want)
 	}
 }
 

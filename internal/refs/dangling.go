@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // Dangling is a reference that does not resolve for some clients.
@@ -112,19 +113,44 @@ func (s *Set) DanglingFor(params []constraint.Params, wildcard ...string) []Dang
 // in wildcard, which it fetches whole, and those nothing in the set
 // references; in a stable order.
 func (s *Set) roots(wildcard []string) []group {
+	isWild := map[string]bool{}
+	for _, t := range wildcard {
+		isWild[t] = true
+	}
+	return s.rootsWhere(func(typeURL string, referenced bool) bool { return isWild[typeURL] || !referenced })
+}
+
+// Asks says which resources a client asks for by itself, by type and by
+// whether anything in the set references them.
+type Asks func(typeURL string, referenced bool) bool
+
+// ListenersOnly is what a proxyless gRPC client asks for by itself: the
+// listeners it is given by name (its target's, or a server's by
+// template); routes, clusters and endpoints only as they are referenced.
+func ListenersOnly(typeURL string, _ bool) bool { return typeURL == resource.ListenerURL }
+
+// DanglingAsked is DanglingFor with the resources clients ask for by
+// themselves given by asks.
+func (s *Set) DanglingAsked(params []constraint.Params, asks Asks) []Dangling {
+	return s.danglingFrom(params, s.rootsWhere(asks))
+}
+
+// ReachAsked is Reach with the resources the client asks for by itself
+// given by asks.
+func (s *Set) ReachAsked(p constraint.Params, asks Asks) []*Entry {
+	return s.reach(p, s.rootsWhere(asks))
+}
+
+func (s *Set) rootsWhere(asks Asks) []group {
 	referenced := map[group]bool{}
 	for _, e := range s.order {
 		for _, r := range e.Refs {
 			referenced[group{r.Type, r.Name}] = true
 		}
 	}
-	isWild := map[string]bool{}
-	for _, t := range wildcard {
-		isWild[t] = true
-	}
 	var roots []group
 	for g := range s.groups {
-		if isWild[g.typ] || !referenced[g] {
+		if asks(g.typ, referenced[g]) {
 			roots = append(roots, g)
 		}
 	}
@@ -141,6 +167,10 @@ func (s *Set) roots(wildcard []string) []group {
 // resolves from every resource it asks for by itself (see Dangling), in
 // the order met.
 func (s *Set) Reach(p constraint.Params, wildcard ...string) []*Entry {
+	return s.reach(p, s.roots(wildcard))
+}
+
+func (s *Set) reach(p constraint.Params, roots []group) []*Entry {
 	var out []*Entry
 	reached := map[*Entry]bool{}
 	var visit func(e *Entry)
@@ -159,7 +189,7 @@ func (s *Set) Reach(p constraint.Params, wildcard ...string) []*Entry {
 			}
 		}
 	}
-	for _, g := range s.roots(wildcard) {
+	for _, g := range roots {
 		if e := s.Pick(g.typ, g.name, p); e != nil {
 			visit(e)
 		}
@@ -168,7 +198,10 @@ func (s *Set) Reach(p constraint.Params, wildcard ...string) []*Entry {
 }
 
 func (s *Set) dangling(params []constraint.Params, wildcard []string) []Dangling {
-	roots := s.roots(wildcard)
+	return s.danglingFrom(params, s.roots(wildcard))
+}
+
+func (s *Set) danglingFrom(params []constraint.Params, roots []group) []Dangling {
 	type edge struct {
 		from *Entry
 		ref  int
