@@ -506,7 +506,11 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	gc := a.o.Memory.Begin(checks)
 	defer gc.End()
 	start := time.Now()
-	b := &batch{}
+	b := &batch{dryRun: r.URL.Query().Get("dry_run") == "true"}
+	if b.dryRun {
+		a.dryRun(w, r, b)
+		return
+	}
 	apply := a.o.Store.Apply
 	if s, ok := a.o.Store.(store.Stager); ok {
 		// The store writes the batch's payloads while the rest is read.

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,11 @@ import (
 	"mime/multipart"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/xdsd/xdsd/internal/clientcheck"
+	"github.com/xdsd/xdsd/internal/refs"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -31,6 +34,12 @@ type batch struct {
 	errs     resource.ErrorList
 	check    *clientcheck.Checker // nil without client checks
 	findings []clientcheck.Finding
+	// dryRun keeps, for a dry run, the checker once its findings are
+	// out, what it refuses, and the store's variants before the batch.
+	dryRun  bool
+	checked *clientcheck.Checker
+	refusal error
+	before  *refs.Set
 	// The checks' work on each document alone, done where it was
 	// decoded, until add takes it.
 	mu       sync.Mutex
@@ -67,11 +76,11 @@ func (b *batch) add(d *resource.Document) error {
 type rejected struct {
 	findings []clientcheck.Finding
 	errors   int
-	client   clientcheck.Client
+	who      string // whom the checks were for: "Envoy", "the connected or declared clients"
 }
 
 func (r *rejected) Error() string {
-	return fmt.Sprintf("%d problem(s) %s would reject or wait for in vain; nothing was applied (force=true, xdsd apply --force, applies it anyway)", r.errors, r.client)
+	return fmt.Sprintf("%d problem(s) %s would reject or wait for in vain; nothing was applied (force=true, xdsd apply --force, applies it anyway)", r.errors, r.who)
 }
 
 // read decodes one source into the batch, collecting its problems.
@@ -106,7 +115,17 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		if err != nil {
 			return http.StatusBadRequest, fmt.Errorf("client=%s: %w", c, err)
 		}
-		b.check = clientcheck.New(client)
+		declared, err := ParseFleet(q.Get("fleet"))
+		if err != nil {
+			return http.StatusBadRequest, err
+		}
+		connected, err := a.connectedGroups(r.Context())
+		if err != nil {
+			return http.StatusBadGateway, fmt.Errorf("reading the connected clients for the checks: %w; nothing was applied", err)
+		}
+		b.check = clientcheck.NewFleet(client, append(connected, declared...))
+	} else if q.Get("fleet") != "" {
+		return http.StatusBadRequest, errors.New("fleet= declares clients for the client checks, which client=none (or no client=) turns off")
 	}
 	err := readSources(r, a.o.Memory.Reader(body), b.read)
 	var mbe *http.MaxBytesError
@@ -121,11 +140,20 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 	if len(b.errs) > 0 {
 		return http.StatusBadRequest, b.errs
 	}
+	if b.check != nil && len(b.batch.Puts) == 0 {
+		b.check = nil // nothing to check (a client asking whether client=auto is known)
+	}
 	if b.check != nil {
-		if err := a.stored.addTo(r.Context(), a.o.Store, b.check); err != nil {
+		if b.dryRun {
+			b.checked, b.before = b.check, &refs.Set{}
+		}
+		if err := a.stored.addTo(r.Context(), a.o.Store, b.check, b.before); err != nil {
 			return http.StatusInternalServerError, err
 		}
-		client := b.check.Client()
+		who := b.check.Describe()
+		if b.check.Client() == clientcheck.Auto && b.check.Groups() == nil {
+			who += " (no client is connected or declared: Envoy's rules refuse, gRPC's warn; client=grpc, xdsd apply --client grpc, checks for gRPC, fleet=, xdsd apply --fleet FILE, declares the clients)"
+		}
 		b.findings, b.check = b.check.Findings(), nil
 		errs := 0
 		for _, f := range b.findings {
@@ -134,10 +162,64 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 			}
 		}
 		if errs > 0 && q.Get("force") != "true" {
-			return http.StatusBadRequest, &rejected{findings: b.findings, errors: errs, client: client}
+			err := &rejected{findings: b.findings, errors: errs, who: who}
+			if b.dryRun {
+				b.refusal = err
+				return 0, nil
+			}
+			return http.StatusBadRequest, err
 		}
 	}
 	return 0, nil
+}
+
+// connectedGroups are the connected clients by agent and parameter set,
+// for the client checks; none when the process has no fleet to ask.
+func (a *api) connectedGroups(ctx context.Context) ([]clientcheck.Group, error) {
+	if a.o.Groups == nil {
+		return nil, nil
+	}
+	gs, err := a.o.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]clientcheck.Group, len(gs))
+	for i, g := range gs {
+		out[i] = clientcheck.Group{Agent: g.Agent, Params: g.Params, Count: g.Count, Samples: g.Nodes}
+	}
+	return out, nil
+}
+
+// MaxDeclaredGroups bounds the groups a fleet= declaration may hold.
+const MaxDeclaredGroups = 10_000
+
+// ParseFleet reads the fleet= parameter of an apply: the clients an
+// operator declares (xdsd apply --fleet), as a JSON list of
+// {"agent": "envoy", "params": {"env": "prod"}}. "" declares none.
+func ParseFleet(s string) ([]clientcheck.Group, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var decl []struct {
+		Agent  string            `json:"agent"`
+		Params map[string]string `json:"params"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&decl); err != nil {
+		return nil, fmt.Errorf(`fleet=: %v: want a JSON list such as [{"agent": "envoy", "params": {"env": "prod"}}, {"agent": "grpc"}]`, err)
+	}
+	if len(decl) > MaxDeclaredGroups {
+		return nil, fmt.Errorf("fleet=: %d groups, more than %d", len(decl), MaxDeclaredGroups)
+	}
+	out := make([]clientcheck.Group, len(decl))
+	for i, d := range decl {
+		if d.Agent == "" {
+			return nil, fmt.Errorf(`fleet=: entry %d has no agent: want one such as "envoy", "grpc" or "grpc-java"`, i)
+		}
+		out[i] = clientcheck.Group{Agent: d.Agent, Params: d.Params, Declared: true}
+	}
+	return out, nil
 }
 
 // storedSummaries keeps, between applies, what the client checks need of
@@ -150,8 +232,10 @@ type storedSummaries struct {
 	byKey map[resource.Key]*clientcheck.Stored
 }
 
-// addTo adds what the store holds to a checker.
-func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *clientcheck.Checker) error {
+// addTo adds what the store holds to a checker, and, when before is not
+// nil, to before too: what clients get before the batch (a dry run's
+// plan), sharing the checker's entries.
+func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *clientcheck.Checker, before *refs.Set) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	since := int64(store.FromStart)
@@ -184,6 +268,9 @@ func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *clientch
 	slices.SortFunc(keys, store.CompareKeys)
 	for _, key := range keys {
 		k.AddStored(s.byKey[key])
+		if before != nil {
+			before.Add(s.byKey[key].Entry())
+		}
 	}
 	return nil
 }
