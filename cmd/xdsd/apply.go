@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,12 +50,17 @@ var errInvalid = errors.New("invalid input")
 
 // clientFlag registers --client.
 func clientFlag(fs *flag.FlagSet) *string {
-	return fs.String("client", "envoy", "check what this client would reject: envoy, grpc, or none")
+	return fs.String("client", "auto", "check what clients would reject: auto (the connected clients and those --fleet declares, each by its agent), envoy, grpc, or none")
 }
 
-// checker returns the client checker a --client value asks for; nil for
-// none.
-func checker(client string) (*clientcheck.Checker, error) {
+// fleetFlag registers --fleet.
+func fleetFlag(fs *flag.FlagSet) *string {
+	return fs.String("fleet", "", "YAML file declaring clients to check for, connected or not: clients: [{agent: envoy, params: {env: prod}}, {agent: grpc}]")
+}
+
+// checker returns the client checker a --client value asks for, for the
+// groups of a fleet (nil: none known); nil for none.
+func checker(client string, groups []clientcheck.Group) (*clientcheck.Checker, error) {
 	if client == "none" {
 		return nil, nil
 	}
@@ -62,14 +68,16 @@ func checker(client string) (*clientcheck.Checker, error) {
 	if err != nil {
 		return nil, usagef("--client: %v", err)
 	}
-	return clientcheck.New(c), nil
+	return clientcheck.NewFleet(c, groups), nil
 }
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	file := fs.String("f", "", "file, directory or - (standard input) to check")
 	client := clientFlag(fs)
-	pos, err := parse(fs, args, "validate [--client envoy|grpc|none] -f FILE|DIR|-", stdout)
+	fleetFile := fleetFlag(fs)
+	ac := adminFlags(fs, "with --client auto, the admin API of a server whose connected clients to check for (default: none; offline)")
+	pos, err := parse(fs, args, "validate [--client auto|envoy|grpc|none] [--fleet FILE] [--admin ADDR] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
@@ -79,7 +87,23 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if *file == "" {
 		return usagef("-f FILE|DIR|- is required")
 	}
-	check, err := checker(*client)
+	if _, err := checker(*client, nil); err != nil {
+		return err
+	}
+	var groups []clientcheck.Group
+	if *fleetFile != "" {
+		if groups, err = readFleet(*fleetFile); err != nil {
+			return err
+		}
+	}
+	if flagSet(fs, "admin") {
+		connected, err := readGroups(ac)
+		if err != nil {
+			return err
+		}
+		groups = append(groups, connected...)
+	}
+	check, err := checker(*client, groups)
 	if err != nil {
 		return err
 	}
@@ -112,12 +136,57 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	summary := fmt.Sprintf("ok: %s (%s)", plural(len(resources), "resource"), plural(variants, "variant"))
 	if check != nil {
 		if n := printFindings(stderr, check); n > 0 {
-			return fmt.Errorf("%d problem(s) %s would reject or wait for in vain", n, check.Client())
+			return fmt.Errorf("%d problem(s) %s would reject or wait for in vain%s", n, check.Describe(), narrowHint(check))
 		}
 		summary += "; " + checkedFor(check)
 	}
 	fmt.Fprintln(stdout, summary)
 	return nil
+}
+
+// flagSet reports whether a flag was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// narrowHint tells, when no fleet was known, how to check for the
+// clients there are rather than for both rule sets.
+func narrowHint(check *clientcheck.Checker) string {
+	if check.Client() != clientcheck.Auto || check.Groups() != nil {
+		return ""
+	}
+	return " (no client is connected or declared: Envoy's rules refuse, gRPC's warn; --client grpc checks for gRPC, --fleet FILE or --admin ADDR names the clients)"
+}
+
+// readGroups reads the connected clients' groups from a server's admin
+// API (GET /v1/groups).
+func readGroups(ac *adminClient) ([]clientcheck.Group, error) {
+	req, err := ac.request(http.MethodGet, "/v1/groups", nil)
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Groups []struct {
+			Agent  string            `json:"agent"`
+			Params map[string]string `json:"params"`
+			Count  int               `json:"count"`
+			Nodes  []string          `json:"sample_nodes"`
+		} `json:"groups"`
+	}
+	if err := ac.do(httpClient, req, &list); err != nil {
+		var ae *answerErr
+		if errors.As(err, &ae) && ae.status == http.StatusNotFound {
+			return nil, fmt.Errorf("the server at %s does not list its clients (GET /v1/groups): it is older than this xdsd or serves none; declare the clients with --fleet FILE", ac.addr)
+		}
+		return nil, err
+	}
+	out := make([]clientcheck.Group, 0, len(list.Groups))
+	for _, g := range list.Groups {
+		out = append(out, clientcheck.Group{Agent: g.Agent, Params: g.Params, Count: g.Count, Samples: g.Nodes})
+	}
+	return out, nil
 }
 
 // printFindings prints a checker's findings and returns how many are
@@ -137,9 +206,23 @@ func printFindings(w io.Writer, check *clientcheck.Checker) int {
 }
 
 // checkedFor says what was checked: "checked for Envoy across 6 parameter
-// sets".
+// sets", "checked for 3 client groups (envoy, grpc-go)".
 func checkedFor(check *clientcheck.Checker) string {
-	s := "checked for " + check.Client().String()
+	var s string
+	switch gs := check.Groups(); {
+	case check.Client() != clientcheck.Auto:
+		s = "checked for " + check.Client().String()
+	case gs == nil:
+		s = "checked for Envoy, and gRPC as warnings (no client connected or declared)"
+	default:
+		var agents []string
+		for _, g := range gs {
+			if !slices.Contains(agents, g.Agent) {
+				agents = append(agents, g.Agent)
+			}
+		}
+		s = fmt.Sprintf("checked for %s (%s)", plural(len(gs), "client group"), strings.Join(agents, ", "))
+	}
 	if len(check.Set().Keys()) > 0 {
 		s += " across " + plural(len(check.Set().ParamSets()), "parameter set")
 	}
@@ -185,6 +268,16 @@ func call(c *http.Client, req *http.Request, out any) error {
 	return json.Unmarshal(body, out)
 }
 
+// answerErr is an admin API error answer: its status, and its message
+// (ErrorBody.Message) as sent.
+type answerErr struct {
+	status  int
+	message string
+	text    string // what Error says: the message and every error listed
+}
+
+func (e *answerErr) Error() string { return e.text }
+
 // answerError turns an admin API error answer into an error.
 func answerError(resp *http.Response) error {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -193,13 +286,13 @@ func answerError(resp *http.Response) error {
 	}
 	var eb admin.ErrorBody
 	if json.Unmarshal(body, &eb) != nil || eb.Message == "" {
-		return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return &answerErr{status: resp.StatusCode, text: fmt.Sprintf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(body)))}
 	}
 	msg := eb.Message
 	for _, e := range eb.Errors {
 		msg += "\n  " + e.Error()
 	}
-	return errors.New(msg)
+	return &answerErr{status: resp.StatusCode, message: eb.Message, text: msg}
 }
 
 // uploadClient sends applies: a large batch takes a while to send and
@@ -211,10 +304,12 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	ac := adminFlags(fs, "admin API of the server")
 	file := fs.String("f", "", "file, directory or - (standard input) to apply, as one batch")
 	client := clientFlag(fs)
+	fleetFile := fleetFlag(fs)
 	force := fs.Bool("force", false, "apply even what the client checks say the client would reject")
+	dryRun := fs.Bool("dry-run", false, "store nothing: print, for each group of clients, the variants it would newly get, lose and keep, and what would refuse the batch (exit status as apply's)")
 	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout)")
 	waitTimeout := fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
-	pos, err := parse(fs, args, "apply [--admin ADDR] [--client envoy|grpc|none] [--force] [--wait [--wait-timeout 60s]] -f FILE|DIR|-", stdout)
+	pos, err := parse(fs, args, "apply [--admin ADDR] [--client auto|envoy|grpc|none] [--fleet FILE] [--force] [--dry-run] [--wait [--wait-timeout 60s]] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
@@ -227,12 +322,28 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	if *waitTimeout <= 0 || *waitTimeout > time.Hour {
 		return usagef("--wait-timeout %v: want a duration from 1s to 1h", *waitTimeout)
 	}
-	if _, err := checker(*client); err != nil {
+	if *dryRun && *wait {
+		return usagef("--dry-run stores nothing, so there is no rollout for --wait to wait for")
+	}
+	if _, err := checker(*client, nil); err != nil {
 		return err
 	}
 	q := url.Values{"client": {*client}, "list": {strconv.Itoa(maxListed)}}
+	if *fleetFile != "" {
+		if *client == "none" {
+			return usagef("--fleet declares clients for the client checks, which --client none turns off")
+		}
+		groups, err := readFleet(*fleetFile)
+		if err != nil {
+			return err
+		}
+		q.Set("fleet", fleetParam(groups))
+	}
 	if *force {
 		q.Set("force", "true")
+	}
+	if *dryRun {
+		q.Set("dry_run", "true")
 	}
 	paths := []string{"-"}
 	if *file != "-" {
@@ -240,15 +351,49 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	req, err := applyRequest(ac, q, paths, *file)
+	// A server older than --client auto refuses client=auto before it
+	// reads the batch; one older than --dry-run would apply it. Standard
+	// input cannot be sent twice, and a dry run must not reach a server
+	// that would apply it: those ask first, with an empty dry run.
+	if (*client == "auto" && *file == "-") || (*dryRun && *client != "auto") {
+		old, err := olderThanAuto(ac)
+		if err != nil {
+			return err
+		}
+		switch {
+		case old && *dryRun:
+			return fmt.Errorf("the server at %s is older than --dry-run (it refuses client=auto): nothing was sent", ac.addr)
+		case old:
+			fallBack(q, *fleetFile, stderr)
+		}
+	}
+	send := func() ([]byte, error) {
+		req, err := applyRequest(ac, q, paths, *file)
+		if err != nil {
+			return nil, err
+		}
+		var raw json.RawMessage
+		err = ac.do(uploadClient, req, &raw)
+		req.Body.Close() // stops the writer if the server answered early
+		return raw, err
+	}
+	raw, err := send()
+	if err != nil && refusesAuto(err) && q.Get("client") == "auto" {
+		if *dryRun {
+			return fmt.Errorf("the server at %s is older than --dry-run (it refuses client=auto): nothing was sent", ac.addr)
+		}
+		fallBack(q, *fleetFile, stderr)
+		raw, err = send()
+	}
 	if err != nil {
 		return err
 	}
+	if *dryRun {
+		return printDryRun(stdout, stderr, raw)
+	}
 	var res admin.ApplyResult
-	err = ac.do(uploadClient, req, &res)
-	req.Body.Close() // stops the writer if the server answered early
-	if err != nil {
-		return err
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("admin API: %w", err)
 	}
 	for _, f := range res.Findings {
 		fmt.Fprintln(stderr, f.Error())
@@ -262,6 +407,122 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return waitRollout(ac, res.Revision, *waitTimeout, stdout)
+}
+
+// fleetParam is the fleet= parameter that declares groups to the server.
+func fleetParam(groups []clientcheck.Group) string {
+	type decl struct {
+		Agent  string            `json:"agent"`
+		Params map[string]string `json:"params,omitempty"`
+	}
+	ds := make([]decl, len(groups))
+	for i, g := range groups {
+		ds[i] = decl{g.Agent, g.Params}
+	}
+	b, _ := json.Marshal(ds) // strings and maps of strings always encode
+	return string(b)
+}
+
+// refusesAuto reports whether an apply's error is a server older than
+// client=auto refusing it ("client=auto: unknown client \"auto\": want
+// envoy or grpc"), before it read anything.
+func refusesAuto(err error) bool {
+	var ae *answerErr
+	return errors.As(err, &ae) && ae.status == http.StatusBadRequest && strings.HasPrefix(ae.message, `client=auto: unknown client "auto"`)
+}
+
+// fallBack turns an apply for a server older than client=auto into what
+// xdsd apply sent before it, --client envoy, and says so.
+func fallBack(q url.Values, fleetFile string, stderr io.Writer) {
+	fmt.Fprintln(stderr, "xdsd apply: the server is older than --client auto (it refused client=auto): checking for Envoy, as xdsd apply did before; pass --client grpc to check for gRPC instead")
+	if fleetFile != "" {
+		fmt.Fprintf(stderr, "xdsd apply: that server does not take declared clients: %s is not used\n", fleetFile)
+	}
+	q.Set("client", string(clientcheck.Envoy))
+	q.Del("fleet")
+}
+
+// olderThanAuto asks a server whether it takes client=auto, with an empty
+// dry run: a server that does answers it (storing nothing, checking
+// nothing); one older refuses client=auto before it reads the body, and
+// so stores nothing either.
+func olderThanAuto(ac *adminClient) (bool, error) {
+	req, err := ac.request(http.MethodPost, "/v1/apply?client=auto&dry_run=true", http.NoBody)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/yaml")
+	var res admin.DryRunResult
+	err = ac.do(httpClient, req, &res)
+	switch {
+	case refusesAuto(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	case !res.DryRun:
+		return false, fmt.Errorf("the server at %s answered a dry run as an apply: refusing to go on", ac.addr)
+	}
+	return false, nil
+}
+
+// printDryRun prints a dry run's answer: each group's plan, the findings,
+// and the refusal, which is the error (exit 1) as apply's would be.
+func printDryRun(stdout, stderr io.Writer, raw []byte) error {
+	var res admin.DryRunResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	if !res.DryRun {
+		// A server that does not know dry_run applied the batch.
+		return fmt.Errorf("the server did not answer as a dry run: it is older than --dry-run and may have applied the batch; check xdsd history")
+	}
+	fmt.Fprintf(stdout, "dry run against revision %d: %s; nothing was stored\n", res.Revision, plural(res.Documents, "variant"))
+	switch {
+	case !res.Checked:
+		fmt.Fprintln(stdout, "no client checks (--client none): no groups to show")
+	case len(res.Groups) == 0:
+		fmt.Fprintln(stdout, "no client is connected or declared (--fleet FILE declares some)")
+	}
+	for _, g := range res.Groups {
+		who := fmt.Sprintf("%d connected", g.Count)
+		if g.Count == 0 {
+			who = "declared"
+		} else if g.Declared {
+			who += ", declared"
+		}
+		params := "no parameters"
+		if len(g.Params) > 0 {
+			params = constraint.Params(g.Params).String()
+		}
+		fmt.Fprintf(stdout, "group %s %s (%s)", g.Agent, params, who)
+		if len(g.Samples) > 0 {
+			fmt.Fprintf(stdout, " e.g. %s", strings.Join(g.Samples, ", "))
+		}
+		fmt.Fprintln(stdout)
+		for _, l := range []struct {
+			verb  string
+			names []string
+			n     int
+		}{{"gets", g.Get, g.GetCount}, {"loses", g.Lose, g.LoseCount}, {"keeps", g.Keep, g.KeepCount}} {
+			for _, n := range l.names {
+				fmt.Fprintf(stdout, "  %s %s\n", l.verb, n)
+			}
+			if more := l.n - len(l.names); more > 0 {
+				fmt.Fprintf(stdout, "  %s %d more\n", l.verb, more)
+			}
+		}
+		for _, r := range g.Refusals {
+			fmt.Fprintf(stdout, "  refuses: %s\n", r)
+		}
+	}
+	for _, f := range res.Findings {
+		fmt.Fprintln(stderr, f.Error())
+	}
+	if res.Refused != "" {
+		return errors.New(res.Refused)
+	}
+	fmt.Fprintln(stdout, "the apply would go ahead")
+	return nil
 }
 
 // applyRequest is the request that sends files to the server as they
