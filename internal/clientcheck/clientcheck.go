@@ -304,7 +304,7 @@ func (k *Checker) judge(f Finding) Finding {
 		return f
 	}
 	f.Groups = who
-	d.Msg += " (" + describeGroups(who, f.entry.Constraints.Keys()) + " get it)"
+	d.Msg += " (" + describeGroups(who, f.entry.Constraints.Keys()) + " " + agree(who, "get") + " it)"
 	return f
 }
 
@@ -529,7 +529,7 @@ func (k *Checker) listenerConflicts() []Finding {
 						f.Severity = Warning
 						where.Msg += " (no connected or declared envoy client gets both)"
 					} else {
-						where.Msg += " (" + describeGroups(f.Groups, append(x.Constraints.Keys(), y.Constraints.Keys()...)) + " get both)"
+						where.Msg += " (" + describeGroups(f.Groups, append(x.Constraints.Keys(), y.Constraints.Keys()...)) + " " + agree(f.Groups, "get") + " both)"
 					}
 				}
 				out = append(out, f)

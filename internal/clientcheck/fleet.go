@@ -200,3 +200,12 @@ func describeParams(p constraint.Params, keys []string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// agree is verb as describeGroups' text takes it: "gets" after "1
+// connected grpc-go client", "get" after anything else.
+func agree(gs []Group, verb string) string {
+	if len(gs) == 1 && gs[0].Count == 1 {
+		return verb + "s"
+	}
+	return verb
+}
