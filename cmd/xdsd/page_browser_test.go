@@ -97,7 +97,7 @@ func TestPageInBrowser(t *testing.T) {
 	cds.Ack(cds.Recv(), long)
 
 	// A second revision: prod takes it, test rejects it.
-	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "-f", writeFile(t, dir, "b.yaml", routes("p2", "t2")+"---\n"+cl+"name: "+long+"\n")); code != 0 {
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", writeFile(t, dir, "b.yaml", routes("p2", "t2")+"---\n"+cl+"name: "+long+"\n")); code != 0 {
 		t.Fatal(errOut)
 	}
 	prod.Ack(prod.Recv(), "r")

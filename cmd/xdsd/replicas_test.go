@@ -208,7 +208,7 @@ func TestDeltaClientMovesBetweenReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Dir(file), "one.yaml", cl+"name: c7\nalt_stat_name: changed\n")
-	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", filepath.Join(filepath.Dir(file), "one.yaml")); code != 0 {
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "--client", "none", "-f", filepath.Join(filepath.Dir(file), "one.yaml")); code != 0 {
 		t.Fatal(errOut)
 	}
 	// Everything B sends until the change arrives is counted.
