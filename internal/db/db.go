@@ -478,7 +478,7 @@ type Subscriber struct {
 	mu      sync.Mutex
 	pending map[Changed]struct{}
 	spare   map[Changed]struct{} // the map the last DrainInto handed back, for reuse
-	since   time.Time
+	since   int64                // Unix nanoseconds of the oldest pending change (8 bytes, not a time.Time's 24: a subscriber per stream)
 
 	// Guarded by DB.mu.
 	epoch uint64
@@ -500,8 +500,8 @@ func (s *Subscriber) mark(typeURL, n string, at time.Time) {
 			s.pending = map[Changed]struct{}{}
 		}
 	}
-	if len(s.pending) == 0 || at.Before(s.since) {
-		s.since = at
+	if n := at.UnixNano(); len(s.pending) == 0 || n < s.since {
+		s.since = n
 	}
 	s.pending[Changed{typeURL, n}] = struct{}{}
 	s.mu.Unlock()
@@ -520,7 +520,7 @@ func (s *Subscriber) Drain() (map[Changed]struct{}, time.Time) {
 	defer s.mu.Unlock()
 	p, at := s.pending, s.since
 	s.pending = nil
-	return p, at
+	return p, unixTime(at)
 }
 
 // DrainFunc is Drain without allocating: fn sees each change, and the
@@ -542,7 +542,15 @@ func (s *Subscriber) DrainFunc(fn func(Changed)) time.Time {
 		}
 		s.mu.Unlock()
 	}
-	return at
+	return unixTime(at)
+}
+
+// unixTime is the time of Unix nanoseconds n; zero for 0 (no change yet).
+func unixTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // Subscribe adds a subscription of s: to a resource name, to Wildcard, to a

@@ -214,8 +214,9 @@ type Member struct {
 	// subs counts the stream's subscriptions per parameter set (most
 	// streams have one; a relay's, a few: a slice costs an idle stream
 	// less than a map). Guarded by Index.mu.
-	subs []paramCount
-	left bool
+	subs   []paramCount
+	joined bool
+	left   bool
 }
 
 type paramCount struct {
@@ -230,11 +231,29 @@ func NewIndex() *Index { return &Index{groups: map[groupKey]*group{}} }
 // Join counts a stream (owner), under its node's parameters until it
 // subscribes.
 func (ix *Index) Join(owner any, agent, node string, nodeParams constraint.Params) *Member {
-	m := &Member{Agent: agent, Node: node, base: nodeParams, Owner: owner}
-	ix.mu.Lock()
-	ix.add(m, m.base.Key(), m.base)
-	ix.mu.Unlock()
+	m := &Member{Owner: owner, Agent: agent}
+	ix.JoinMember(m, node, nodeParams)
 	return m
+}
+
+// JoinMember counts a member made before its node was known (its Owner
+// and Agent set), once: a stream knows the gRPC user agent when it
+// starts and its node with its first request.
+func (ix *Index) JoinMember(m *Member, node string, nodeParams constraint.Params) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if m.joined || m.left {
+		return
+	}
+	m.joined, m.Node, m.base = true, node, nodeParams
+	ix.add(m, m.base.Key(), m.base)
+}
+
+// Joined reports whether a member is counted (JoinMember ran).
+func (ix *Index) Joined(m *Member) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return m.joined
 }
 
 // Subscribed tells the index that a member's subscriptions under
@@ -245,7 +264,7 @@ func (ix *Index) Subscribed(m *Member, key string, p constraint.Params, delta in
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if m.left {
+	if m.left || !m.joined {
 		return
 	}
 	i := slices.IndexFunc(m.subs, func(c paramCount) bool { return c.key == key })
@@ -280,6 +299,9 @@ func (ix *Index) Leave(m *Member) {
 		return
 	}
 	m.left = true
+	if !m.joined {
+		return
+	}
 	if len(m.subs) == 0 {
 		ix.remove(m, m.base.Key())
 	}

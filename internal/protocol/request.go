@@ -44,10 +44,14 @@ func (s *stream) begin(typeURL string, n *corev3.Node) (ts *typeState, existed b
 		}
 		s.nodeParams = s.withAssigned(s.nodeParams)
 	}
-	if s.member == nil {
+	if first {
 		// Counted in the fleet from its first request, under its node's
-		// parameters until it subscribes.
-		s.member = s.srv.fleet.Join(s, fleet.AgentOf(s.node.GetUserAgentName(), s.userAgent), s.node.GetId(), s.nodeParams)
+		// parameters until it subscribes. The node's user_agent_name,
+		// when it names an agent, says more than the gRPC header.
+		if a := fleet.AgentOf(s.node.GetUserAgentName(), ""); a != fleet.Other {
+			s.member.Agent = a
+		}
+		s.srv.fleet.JoinMember(s.member, s.node.GetId(), s.nodeParams)
 	}
 	s.requests++
 	_, existed = s.types[typeURL]

@@ -158,7 +158,7 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	}
 	st := &stream{cancel: cancel,
 		srv: s, ss: ss, delta: delta, fixedType: typeURL,
-		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), userAgent: userAgent(ctx), started: time.Now(),
+		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), started: time.Now(),
 		types:   map[string]*typeState{},
 		limiter: newLimiter(s.opts.RequestRate, s.opts.RequestBurst),
 	}
@@ -173,6 +173,8 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	}
 	st.sub = db.NewSubscriber(st.signal)
 	st.sub.Owner = st
+	// The agent, from the gRPC header until the node says more (begin).
+	st.member = &fleet.Member{Owner: st, Agent: fleet.AgentOf("", userAgent(ctx))}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -502,5 +504,5 @@ func (st *stream) agent() string {
 	if st.member != nil {
 		return st.member.Agent
 	}
-	return fleet.AgentOf(st.node.GetUserAgentName(), st.userAgent)
+	return fleet.Other
 }

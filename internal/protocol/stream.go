@@ -54,7 +54,6 @@ type stream struct {
 	id        uint64
 	addr      string
 	identity  string // the client certificate's URI SAN (internal/mtls)
-	userAgent string // the gRPC user-agent header: with the node, it tells the agent
 	// assigned: the parameters the policy sets for the identity
 	// (Guard.Assigned), over the node metadata's and every locator's.
 	assigned map[string]string
@@ -75,7 +74,7 @@ type stream struct {
 	mu         sync.Mutex
 	node       *corev3.Node
 	nodeParams constraint.Params
-	member     *fleet.Member // the stream's place in the fleet index, once it has a node
+	member     *fleet.Member // the stream's place in the fleet index (counted once it has a node)
 	wrap       bool          // SotW client takes wrapped resources
 	ttl        bool          // delta client supports TTLs and heartbeats (§2.7)
 	rechecks   atomic.Bool   // a SotW full state has waited for its source (Policy.PendingWait)
