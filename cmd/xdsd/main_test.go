@@ -47,8 +47,12 @@ func startServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string) {
 // the server, for tests that restart it.
 func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string, stop func()) {
 	t.Helper()
+	// The admin read timeout is the default's five times: under -race on
+	// two busy cores a large test batch (TestApplyLargeBatch) took more
+	// than the default 2 minutes to send, and what these tests measure is
+	// not that timeout.
 	f := serveFlags{daemonFlags: daemonFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", logLevel: "error",
-		maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000},
+		maxSubs: 1000, maxMsg: 4 << 20, rate: 1000, burst: 1000, adminReadTimeout: 5 * defaultAdminReadTimeout},
 		storeSpec: "bolt:" + filepath.Join(t.TempDir(), "xdsd.db"), watchInterval: 50 * time.Millisecond,
 		maxBatchBytes: admin.DefaultMaxBatchBytes, history: 1000}
 	for i := 0; i+1 < len(extra); i += 2 {
