@@ -279,3 +279,63 @@ func checkCrashState(t *testing.T, round int, s store.Store, n int, applied []in
 		}
 	}
 }
+
+// A writer killed while copying a committed batch leaves some of its
+// changes both copied and staged: a replica started then (which finishes
+// nothing) and one started after a later writer finished the copy list
+// each of the batch's changes once in history.
+func TestHistoryAfterKillWhileCopying(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	p := freshPrefix()
+	// Staged (over 512 KiB), and copied in several transactions of 120
+	// operations: the kill at the 3rd falls after its history record and
+	// hundreds of its changes were copied.
+	const n = 4000
+	job, _ := json.Marshal(crashJob{Endpoints: c.Endpoints(), Prefix: p, Round: 0, N: n, Point: "copying", Nth: 3})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+string(job))
+	out, err := cmd.CombinedOutput()
+	if err == nil || len(out) != 0 {
+		t.Fatalf("the writer was not killed mid-copy: %v %q", err, out)
+	}
+	cl := c.Client(t)
+	r, err := cl.Get(context.Background(), p+"hu/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || r.Count == 0 || r.Count >= n+1 {
+		t.Fatalf("%d changes copied when the writer died (%v), want some of %d", r.Count, err, n+1)
+	}
+	t.Logf("the writer died with %d of the batch's %d changes copied", r.Count, n+1)
+	var rev int64
+	check := func(what string, s store.Store) {
+		t.Helper()
+		l, err := s.Revisions(context.Background(), store.HistoryQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rv *store.Revision
+		for i := range l.Revisions {
+			if r := &l.Revisions[i]; r.Rev == rev || rev == 0 {
+				rv = r
+			}
+		}
+		if rv == nil {
+			t.Fatalf("%s: the killed writer's revision is not in history: %+v", what, l)
+		}
+		rev = rv.Rev
+		keys := map[string]int{}
+		for _, ch := range rv.Changes {
+			keys[string(store.ResKey(ch.Key))]++
+		}
+		if rv.Total != n+1 || len(rv.Changes) != n+1 || len(keys) != n+1 {
+			t.Fatalf("%s: revision %d lists %d changes (total %d) of %d keys, want %d once each", what, rv.Rev, len(rv.Changes), rv.Total, len(keys), n+1)
+		}
+	}
+	mid := open(t, c, p)
+	check("a replica started with the copy half done", mid)
+	// A later writer finishes the copy; a replica started then agrees.
+	if _, err := mid.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Cluster("after", "", "x")}}); err != nil {
+		t.Fatal(err)
+	}
+	check("the replica that finished the copy", mid)
+	fresh := open(t, c, p)
+	check("a replica started after the copy was finished", fresh)
+}

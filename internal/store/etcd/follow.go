@@ -169,6 +169,10 @@ func historyOf(ops []op, log interface{ Error(string, ...any) }) []store.LogEntr
 		return e
 	}
 	var changes = map[int64][]store.Change{}
+	// A batch killed while being copied has some changes both copied
+	// (hu/) and still staged: each is counted once, whatever order
+	// ops holds them in, so that history lists it once.
+	seen := map[string]bool{}
 	for _, o := range ops {
 		switch o.kind {
 		case opRev:
@@ -191,6 +195,10 @@ func historyOf(ops []op, log interface{ Error(string, ...any) }) []store.LogEntr
 				log.Error("etcd store: bad change record", "key", string(o.key))
 				continue
 			}
+			if seen[string(o.key)] {
+				continue
+			}
+			seen[string(o.key)] = true
 			e := get(rev)
 			c := store.Change{Key: k}
 			switch o.val[0] {
