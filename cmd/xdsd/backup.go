@@ -99,7 +99,9 @@ func sizeText(n int64) string {
 func runRestore(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	spec := fs.String("store", "bolt:./xdsd.db", "the store to restore into (as serve --store); the server must be stopped")
-	pos, err := parse(fs, args, "restore [--store bolt:PATH|etcd://…] FILE", stdout)
+	var ef etcdFlags
+	ef.register(fs)
+	pos, err := parse(fs, args, "restore [--store bolt:PATH|etcd://…] [--etcd-* flags] FILE", stdout)
 	if err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 		// etcd keeps no file to replace: the backup's state is applied as
 		// one batch, and the replicas serve it as a new revision.
 		ctx := context.Background()
-		st, err := openStore(ctx, *spec, bolt.DefaultHistory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		st, err := openStore(ctx, *spec, ef, bolt.DefaultHistory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		if err != nil {
 			return err
 		}
@@ -123,6 +125,9 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "restored the state of revision %d into %s as revision %d: %s changed, %s deleted\n", rev, *spec, res.Rev,
 			plural(len(res.Puts), "variant"), plural(len(res.Deletes), "variant"))
 		return nil
+	}
+	if ef.set() {
+		return usagef("--etcd-cert, --etcd-key, --etcd-ca, --etcd-user and --etcd-password-file are for --store etcd://…, not %q", *spec)
 	}
 	if kind != "bolt" || path == "" {
 		return usagef("--store %q: restore takes bolt:PATH or etcd://…", *spec)

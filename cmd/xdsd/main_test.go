@@ -61,6 +61,16 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 			f.watchDir = extra[i+1]
 		case "--store":
 			f.storeSpec = extra[i+1]
+		case "--etcd-cert":
+			f.etcd.cert = extra[i+1]
+		case "--etcd-key":
+			f.etcd.key = extra[i+1]
+		case "--etcd-ca":
+			f.etcd.ca = extra[i+1]
+		case "--etcd-user":
+			f.etcd.user = extra[i+1]
+		case "--etcd-password-file":
+			f.etcd.passwordFile = extra[i+1]
 		case "--history":
 			n, err := strconv.Atoi(extra[i+1])
 			if err != nil {

@@ -48,8 +48,13 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 // openStore opens a --store value: bolt:PATH, mem: or
 // etcd://HOST:PORT[,HOST:PORT...][/PREFIX], keeping history revisions of
 // history.
-func openStore(ctx context.Context, spec string, history int, log *slog.Logger) (store.Store, error) {
+//
+// ef reaches a secured etcd; it is an error with another store.
+func openStore(ctx context.Context, spec string, ef etcdFlags, history int, log *slog.Logger) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
+	if kind != "etcd" && ef.set() {
+		return nil, usagef("--etcd-cert, --etcd-key, --etcd-ca, --etcd-user and --etcd-password-file are for --store etcd://…, not %q", spec)
+	}
 	switch kind {
 	case "bolt":
 		if arg == "" {
@@ -62,6 +67,9 @@ func openStore(ctx context.Context, spec string, history int, log *slog.Logger) 
 		o, err := etcd.ParseURL(spec)
 		if err != nil {
 			return nil, usagef("--store %v", err)
+		}
+		if err := ef.apply(&o); err != nil {
+			return nil, err
 		}
 		o.Logger, o.History = log, history
 		return etcd.Open(ctx, o)
@@ -81,6 +89,7 @@ func exporter(st store.Store) func(ctx context.Context, w io.Writer) (int64, err
 type serveFlags struct {
 	daemonFlags
 	storeSpec, watchDir string
+	etcd                etcdFlags
 	watchInterval       time.Duration
 	maxBatchBytes       int64
 	history             int
@@ -92,6 +101,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
 	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable), mem: (nothing survives) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (shared by replicas)")
+	f.etcd.register(fs)
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
 	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
@@ -139,7 +149,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	if err := f.load(f.adminAddr, log); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, f.storeSpec, f.history, log)
+	st, err := openStore(ctx, f.storeSpec, f.etcd, f.history, log)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,14 @@ package etcd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -67,6 +70,42 @@ type Options struct {
 	// ProbeInterval is how often the Store checks that a quorum of etcd
 	// answers, for Unreachable (2s when zero).
 	ProbeInterval time.Duration
+	// TLS, when set, is the client TLS configuration for the members
+	// (ClientTLS makes one from files); nil connects in plaintext.
+	TLS *tls.Config
+	// Username and Password authenticate to etcd when its auth is
+	// enabled; empty Username: no authentication.
+	Username, Password string
+}
+
+// ClientTLS makes the TLS configuration of a client of etcd from PEM
+// files: certFile and keyFile, the client certificate etcd checks with
+// --client-cert-auth (both or neither), and caFile, the CA that signed
+// the members' certificates (empty: the system's roots).
+func ClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("etcd client certificate: give both --etcd-cert and --etcd-key, or neither")
+	}
+	if certFile != "" {
+		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd client certificate %s, key %s: %w", certFile, keyFile, err)
+		}
+		c.Certificates = []tls.Certificate{kp}
+	}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("etcd CA %s: no PEM certificate in it; want the CA certificate that signed the etcd members' certificates", caFile)
+		}
+		c.RootCAs = pool
+	}
+	return c, nil
 }
 
 // ParseURL parses etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
@@ -149,6 +188,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		MaxCallSendMsgSize:  2 << 20,
 		MaxCallRecvMsgSize:  1 << 30,
 		PermitWithoutStream: true,
+		TLS:                 o.TLS,
+		Username:            o.Username,
+		Password:            o.Password,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd store %s: %w", strings.Join(o.Endpoints, ","), err)

@@ -6,6 +6,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -61,6 +62,24 @@ type Member struct {
 type Cluster struct {
 	Members []*Member
 	t       testing.TB
+	o       Options
+	// root's password once EnableAuth ran: the test's own clients
+	// (Client, Wait) then sign in as root.
+	rootPassword string
+}
+
+// Options shape a cluster started by StartWith.
+type Options struct {
+	// CertFile and KeyFile, when set, make the members serve clients over
+	// TLS with this certificate (https client URLs; peers stay plaintext).
+	CertFile, KeyFile string
+	// CAFile, with ClientCertAuth, makes the members require client
+	// certificates signed by it.
+	CAFile         string
+	ClientCertAuth bool
+	// ClientTLS is the TLS configuration the test's own clients (Client,
+	// Wait) connect with; needed with CertFile.
+	ClientTLS *tls.Config
 }
 
 func freePort(t testing.TB) string {
@@ -76,8 +95,19 @@ func freePort(t testing.TB) string {
 // Start starts an n-member cluster and waits until it serves.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartWith(t, n, Options{})
+}
+
+// StartWith starts an n-member cluster shaped by o and waits until it
+// serves.
+func StartWith(t testing.TB, n int, o Options) *Cluster {
+	t.Helper()
 	bin := Binary(t)
-	c := &Cluster{t: t}
+	c := &Cluster{t: t, o: o}
+	scheme := "http://"
+	if o.CertFile != "" {
+		scheme = "https://"
+	}
 	var initial []string
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("m%d", i), Client: freePort(t), peer: freePort(t), dir: t.TempDir(), bin: bin}
@@ -87,7 +117,7 @@ func Start(t testing.TB, n int) *Cluster {
 	for _, m := range c.Members {
 		m.args = []string{
 			"--name", m.Name, "--data-dir", filepath.Join(m.dir, "data"),
-			"--listen-client-urls", "http://" + m.Client, "--advertise-client-urls", "http://" + m.Client,
+			"--listen-client-urls", scheme + m.Client, "--advertise-client-urls", scheme + m.Client,
 			"--listen-peer-urls", "http://" + m.peer, "--initial-advertise-peer-urls", "http://" + m.peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "xdsd-test", "--logger", "zap", "--log-outputs", filepath.Join(m.dir, "etcd.log"),
@@ -96,6 +126,12 @@ func Start(t testing.TB, n int) *Cluster {
 			// heartbeats starts an election, and requests meanwhile fail
 			// with "no leader" although nothing was killed.
 			"--heartbeat-interval", "100", "--election-timeout", "2000",
+		}
+		if o.CertFile != "" {
+			m.args = append(m.args, "--cert-file", o.CertFile, "--key-file", o.KeyFile)
+		}
+		if o.ClientCertAuth {
+			m.args = append(m.args, "--client-cert-auth", "--trusted-ca-file", o.CAFile)
 		}
 		if err := m.start(); err != nil {
 			t.Fatal(err)
@@ -164,7 +200,7 @@ func (c *Cluster) URL(prefix string) string {
 // Wait waits until a linearizable read through endpoints succeeds.
 func (c *Cluster) Wait(t testing.TB, endpoints ...string) {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cl, err := clientv3.New(c.config(endpoints))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,10 +226,49 @@ func (c *Cluster) Wait(t testing.TB, endpoints ...string) {
 // Client returns a client of the cluster, closed when the test ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
+	cl, err := clientv3.New(c.config(c.Endpoints()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
 	return cl
+}
+
+// config is the configuration of the test's own clients.
+func (c *Cluster) config(endpoints []string) clientv3.Config {
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: c.o.ClientTLS}
+	if c.rootPassword != "" {
+		cfg.Username, cfg.Password = "root", c.rootPassword
+	}
+	return cfg
+}
+
+// EnableAuth turns etcd's authentication on, with user (password
+// password) allowed to read and write the keys under prefix and nothing
+// else, as an operator would set it up for xdsd. The test's own clients
+// sign in as root from then on.
+func (c *Cluster) EnableAuth(t testing.TB, user, password, prefix string) {
+	t.Helper()
+	cl := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := "root-" + password
+	steps := []func() error{
+		func() error { _, err := cl.UserAdd(ctx, "root", root); return err },
+		func() error { _, err := cl.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cl.RoleAdd(ctx, "xdsd"); return err },
+		func() error {
+			_, err := cl.RoleGrantPermission(ctx, "xdsd", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cl.UserAdd(ctx, user, password); return err },
+		func() error { _, err := cl.UserGrantRole(ctx, user, "xdsd"); return err },
+		func() error { _, err := cl.AuthEnable(ctx); return err },
+	}
+	for i, f := range steps {
+		if err := f(); err != nil {
+			t.Fatalf("enabling etcd auth, step %d: %v", i+1, err)
+		}
+	}
+	c.rootPassword = root
 }
