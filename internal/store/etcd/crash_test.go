@@ -339,3 +339,36 @@ func TestHistoryAfterKillWhileCopying(t *testing.T) {
 	fresh := open(t, c, p)
 	check("a replica started after the copy was finished", fresh)
 }
+
+// A record edited behind xdsd's back: opening the store fails naming the
+// etcd key and the commands that repair it, and once the key is deleted
+// as it says, the store opens (for xdsd restore).
+func TestDamagedRecordNamed(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	p := freshPrefix()
+	s := open(t, c, p)
+	if _, err := s.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Cluster("victim", "", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cl := c.Client(t)
+	r, err := cl.Get(context.Background(), p+"r/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("%d records under r/: %v", len(r.Kvs), err)
+	}
+	key := string(r.Kvs[0].Key)
+	if _, err := cl.Put(context.Background(), key, "\xff\xffnot a record"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: p, RequestTimeout: testRequestTimeout})
+	want := "xdsd restore --store etcd://" + strings.Join(c.Endpoints(), ",") + strings.TrimSuffix(p, "/") + " FILE"
+	if err == nil || !strings.Contains(err.Error(), strconv.Quote(key)) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("opening a store with a damaged record: %v, want the key %q and %q", err, key, want)
+	}
+	t.Log(err)
+	// The repair it names opens the store again.
+	if _, err := cl.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	open(t, c, p)
+}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,11 +91,11 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 	err = s.scan(ctx, rp, erev, false, func(k, v []byte) error {
 		key, err := store.SplitKey(k[len(rp):])
 		if err != nil {
-			return err
+			return s.damaged(k, err)
 		}
 		vr, err := store.DecodeRecord(key, v)
 		if err != nil {
-			return err
+			return s.damaged(k, err)
 		}
 		state.Put(vr)
 		return nil
@@ -154,6 +155,15 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 		s.notify.Wake()
 	}
 	return erev, nil
+}
+
+// damaged is the error of a record under r/ that does not decode: edited
+// behind xdsd's back, or damaged in etcd. It names the etcd key, and the
+// commands that repair it: restore cannot open a store holding the
+// damaged record either, so the record goes first.
+func (s *Store) damaged(key []byte, err error) error {
+	return fmt.Errorf("etcd key %q is damaged: %w; delete it (etcdctl del %q), then put a backup back with `xdsd restore --store etcd://%s%s FILE`",
+		key, err, key, strings.Join(s.o.Endpoints, ","), strings.TrimSuffix(s.o.Prefix, "/"))
 }
 
 // historyOf gathers the revisions whose records and changes ops hold,
