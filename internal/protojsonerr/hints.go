@@ -81,34 +81,21 @@ func unknownFieldHint(md protoreflect.MessageDescriptor, key string) string {
 	}
 	// One or two levels down, skipping the well-known types.
 	var paths []string
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		sub := fd.Message()
-		if sub == nil || wellKnown(sub) || fd.IsMap() {
-			continue
-		}
-		for j := range sub.Fields().Len() {
-			f2 := sub.Fields().Get(j)
+	for _, fd := range subMessages(md) {
+		for _, f2 := range fieldList(fd.Message()) {
 			if name(f2) == key {
 				paths = append(paths, name(fd)+"."+key)
 			}
 		}
 	}
 	if len(paths) == 0 {
-		for i := range fields.Len() {
-			fd := fields.Get(i)
-			sub := fd.Message()
-			if sub == nil || wellKnown(sub) || fd.IsMap() {
-				continue
-			}
-			for j := range sub.Fields().Len() {
-				f2 := sub.Fields().Get(j)
-				sub2 := f2.Message()
-				if sub2 == nil || wellKnown(sub2) || f2.IsMap() || sub2 == md {
+		for _, fd := range subMessages(md) {
+			for _, f2 := range subMessages(fd.Message()) {
+				if f2.Message() == md {
 					continue
 				}
-				for k := range sub2.Fields().Len() {
-					if name(sub2.Fields().Get(k)) == key {
+				for _, f3 := range fieldList(f2.Message()) {
+					if name(f3) == key {
 						paths = append(paths, name(fd)+"."+name(f2)+"."+key)
 					}
 				}
@@ -124,6 +111,27 @@ func unknownFieldHint(md protoreflect.MessageDescriptor, key string) string {
 		paths = append(paths[:3], "…")
 	}
 	return fmt.Sprintf(" (%s is a field of a message inside %s: did you mean %s?)", key, md.Name(), strings.Join(paths, " or "))
+}
+
+// fieldList is a message's fields.
+func fieldList(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	out := make([]protoreflect.FieldDescriptor, md.Fields().Len())
+	for i := range out {
+		out[i] = md.Fields().Get(i)
+	}
+	return out
+}
+
+// subMessages is the fields of md that hold a message a user writes
+// fields into: not a well-known type, not a map.
+func subMessages(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	var out []protoreflect.FieldDescriptor
+	for _, fd := range fieldList(md) {
+		if sub := fd.Message(); sub != nil && !wellKnown(sub) && !fd.IsMap() {
+			out = append(out, fd)
+		}
+	}
+	return out
 }
 
 // nearest is the candidate closest to word, if one is close enough to be
