@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/testpki"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -240,5 +245,138 @@ func TestAdminCertificates(t *testing.T) {
 	f.xdsAddr, f.adminAddr, f.storeSpec = "127.0.0.1:0", "127.0.0.1:0", "mem:"
 	if err := serve(context.Background(), f, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "every workload certificate would be an admin") {
 		t.Errorf("--admin-client-ca equal to --client-ca: %v", err)
+	}
+}
+
+// dialFrom opens a TCP connection to addr from the loopback address src
+// (127.0.0.0/8 is all this host's: one source per address).
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWithin reports how long the server took to close c (reading
+// nothing), failing past max.
+func closedWithin(t *testing.T, c net.Conn, max time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(max))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server did not close an idle connection within %v: %v", max, err)
+	}
+	return time.Since(start)
+}
+
+// probeFrom asks path from the loopback address src over a fresh
+// connection: its status, or 0 if the connection was closed unanswered.
+func probeFrom(t *testing.T, src, addr, path string) int {
+	t.Helper()
+	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Issue 27 point 2: idle TCP connections, with no TLS handshake and no
+// request, filled --admin-max-connections and /healthz failed. Now one
+// source holds at most --admin-max-connections-per-source, a connection
+// that sends no headers is closed after 2 s, and a reserve past the cap
+// answers the probes.
+func TestAdminLockout(t *testing.T) {
+	var f serveFlags
+	f.adminMaxConns = 32
+	_, adm, _ := serveLogged(t, f)
+
+	// One source: 256 idle connections; it keeps 16, the rest are closed.
+	var held []net.Conn
+	for range 256 {
+		held = append(held, dialFrom(t, "127.0.0.2", adm))
+	}
+	if code := probeFrom(t, "127.0.0.9", adm, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz from another source while one holds 256 connections: %d", code)
+	}
+	closedEarly := 0
+	for _, c := range held[defaultAdminPerSource:] {
+		c.SetReadDeadline(time.Now().Add(time.Second)) // well under the header timeout
+		if _, err := c.Read(make([]byte, 1)); err != nil && !isTimeout(err) {
+			closedEarly++
+		}
+	}
+	if closedEarly != 256-defaultAdminPerSource {
+		t.Errorf("%d connections over the per-source cap were closed at once, want %d", closedEarly, 256-defaultAdminPerSource)
+	}
+	// The ones it keeps are closed once the header timeout passes.
+	if d := closedWithin(t, held[0], 10*time.Second); d > 2*adminHeaderTimeout {
+		t.Errorf("an idle connection was closed after %v, want about %v", d, adminHeaderTimeout)
+	}
+
+	// Many sources fill the cap: the reserve still answers the probes,
+	// and only them. (The attack's connections live 2 s: on a slow
+	// machine it tries again.)
+	for attempt := 0; ; attempt++ {
+		var conns []net.Conn
+		for i := range 32 {
+			conns = append(conns, dialFrom(t, fmt.Sprintf("127.0.%d.%d", attempt+1, i/defaultAdminPerSource+1), adm))
+		}
+		full := probeFrom(t, "127.0.0.9", adm, "/v1/resources") == http.StatusServiceUnavailable
+		health, ready := probeFrom(t, "127.0.0.9", adm, "/healthz"), probeFrom(t, "127.0.0.9", adm, "/readyz")
+		for _, c := range conns {
+			c.Close()
+		}
+		if !full {
+			if attempt == 20 {
+				t.Fatal("32 connections never filled a cap of 32")
+			}
+			continue
+		}
+		if health != http.StatusOK || ready != http.StatusOK {
+			t.Errorf("at the cap: /healthz %d, /readyz %d, want 200 from the reserve", health, ready)
+		}
+		break
+	}
+	// Once the idle connections time out, the API answers again.
+	testutil.Eventually(t, "the slots are free again", func() bool { return probeFrom(t, "127.0.0.9", adm, "/v1/resources") == http.StatusOK })
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// What one idle admin connection costs the server (issue 27 point 2):
+// memory while it is held, and for how long it holds a slot.
+func TestAdminConnectionCost(t *testing.T) {
+	var f serveFlags
+	f.adminMaxConns, f.adminPerSource = 1000, 1000
+	_, adm, _ := serveLogged(t, f)
+	const n = 400
+	mem := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	before, goroutines := mem(), runtime.NumGoroutine()
+	for range n {
+		dialFrom(t, "127.0.0.3", adm)
+	}
+	// Each connection's reader is up once its goroutine is.
+	testutil.Eventually(t, "every connection is served", func() bool { return runtime.NumGoroutine() >= goroutines+n })
+	per := (int64(mem()) - int64(before)) / n
+	t.Logf("one idle admin connection: %d bytes of heap and stack (client side included), held for at most %v", per, adminHeaderTimeout)
+	if per > 32<<10 {
+		t.Errorf("one idle admin connection costs %d bytes, want at most 32 KiB", per)
 	}
 }

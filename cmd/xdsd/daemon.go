@@ -25,9 +25,17 @@ import (
 
 // The defaults of the port limits.
 const (
-	defaultMaxConns         = 50000
-	defaultMaxStreams       = 100
-	defaultAdminMaxConns    = 256
+	defaultMaxConns       = 50000
+	defaultMaxStreams     = 100
+	defaultAdminMaxConns  = 256
+	defaultAdminPerSource = 16
+	// adminProbeReserve is how many connections past
+	// --admin-max-connections are taken for /healthz and /readyz only.
+	adminProbeReserve = 8
+	// adminHeaderTimeout bounds the TLS handshake and the request headers
+	// of an admin connection: a client that has not said who it is
+	// cannot hold a slot for longer.
+	adminHeaderTimeout      = 2 * time.Second
 	defaultAdminReadTimeout = 2 * time.Minute
 )
 
@@ -38,6 +46,7 @@ type daemonFlags struct {
 	maxSubs, maxMsg, burst                  int
 	rate                                    float64
 	maxConns, maxStreams, adminMaxConns     int
+	adminPerSource                          int
 	maxApplies                              int
 	maxApplyBytes                           int64
 	adminReadTimeout                        time.Duration
@@ -94,7 +103,8 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst (at least 1)")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConns, "connections the xDS port holds open; more are closed at once (at least 1)")
 	fs.IntVar(&f.maxStreams, "max-streams-per-connection", defaultMaxStreams, "concurrent gRPC streams on one xDS connection (at least 1)")
-	fs.IntVar(&f.adminMaxConns, "admin-max-connections", defaultAdminMaxConns, "connections the admin port holds open; more are closed at once (at least 1)")
+	fs.IntVar(&f.adminMaxConns, "admin-max-connections", defaultAdminMaxConns, "connections the admin port holds open; more are closed at once (at least 1), but for a reserve of 8 answering /healthz and /readyz only")
+	fs.IntVar(&f.adminPerSource, "admin-max-connections-per-source", defaultAdminPerSource, "admin connections one source (an IPv4 address, an IPv6 /64) may hold open; more are closed at once (at least 1)")
 	fs.DurationVar(&f.adminReadTimeout, "admin-read-timeout", defaultAdminReadTimeout, "time to read a whole admin request, body included (positive)")
 	fs.IntVar(&f.maxApplies, "max-concurrent-applies", 2, "applies and deletes processed at once; more are answered 429 with Retry-After (at least 1)")
 	fs.Int64Var(&f.maxApplyBytes, "max-apply-bytes-in-flight", 512<<20, "bytes of apply bodies being read or applied at once; more are answered 429 (at least 1)")
@@ -119,6 +129,8 @@ func (f daemonFlags) check() error {
 		return usagef("--max-streams-per-connection %d: want at least 1", f.maxStreams)
 	case f.adminMaxConns < 1:
 		return usagef("--admin-max-connections %d: want at least 1", f.adminMaxConns)
+	case f.adminPerSource < 1:
+		return usagef("--admin-max-connections-per-source %d: want at least 1", f.adminPerSource)
 	case f.adminReadTimeout <= 0:
 		return usagef("--admin-read-timeout %v: want a positive duration", f.adminReadTimeout)
 	case f.maxApplies < 1:
@@ -140,6 +152,7 @@ func (f daemonFlags) withDefaults() daemonFlags {
 	def(&f.maxConns, defaultMaxConns)
 	def(&f.maxStreams, defaultMaxStreams)
 	def(&f.adminMaxConns, defaultAdminMaxConns)
+	def(&f.adminPerSource, defaultAdminPerSource)
 	if f.adminReadTimeout <= 0 {
 		f.adminReadTimeout = defaultAdminReadTimeout
 	}
@@ -202,9 +215,15 @@ func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server
 		if note != "" {
 			d.notes = append(d.notes, note)
 		}
-		d.alis = f.adminListener(newLimitListener(alis, f.adminMaxConns, "admin", reg))
-		// Slow or idle admin clients cannot hold connections for long.
-		d.hs = &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second,
+		ll := newLimitListener(alis, f.adminMaxConns, "admin", reg)
+		ll.perSource, ll.reserve = f.adminPerSource, adminProbeReserve
+		d.alis = f.adminListener(ll)
+		// Slow or idle admin clients cannot hold connections for long:
+		// the TLS handshake and the headers within adminHeaderTimeout
+		// (net/http bounds the handshake by it too), the whole request
+		// within --admin-read-timeout. An answer to a request without a
+		// valid credential closes the connection (internal/admin).
+		d.hs = &http.Server{Handler: probesOnReserve(adminHandler), ConnContext: markProbeOnly, ReadHeaderTimeout: adminHeaderTimeout,
 			ReadTimeout: f.adminReadTimeout, IdleTimeout: 2 * time.Minute}
 	}
 	// protocol.ServerOptions: xdsd's codec and one goroutine per idle
