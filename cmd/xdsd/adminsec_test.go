@@ -380,3 +380,72 @@ func TestAdminConnectionCost(t *testing.T) {
 		t.Errorf("one idle admin connection costs %d bytes, want at most 32 KiB", per)
 	}
 }
+
+// Issue 27 point 12: exposure is said at start, and with a hard
+// RLIMIT_NOFILE of 400 the default --max-connections (50,000) would let
+// the xDS port take every descriptor, and accepts fail on both ports: the
+// caps are lowered to fit, said in a log line, and the admin port keeps
+// answering while the xDS port is full.
+func TestExposureAndFileLimit(t *testing.T) {
+	prev := hardNoFile
+	hardNoFile = func() uint64 { return 400 }
+	t.Cleanup(func() { hardNoFile = prev }) // after the server stops (cleanups run last first)
+	var f serveFlags
+	f.xdsAddr = "0.0.0.0:0"
+	f.maxConns = defaultMaxConns
+	xds, adm, logs := serveLogged(t, f)
+	logs.await(t, "the xDS port is plaintext on a non-loopback address")
+	logs.await(t, "rlimit_nofile=400 max_connections=252 was=50000 admin_max_connections=76 admin_was=256")
+	_, port, _ := net.SplitHostPort(xds)
+	var over int
+	for i := range 260 {
+		c := dialFrom(t, fmt.Sprintf("127.0.2.%d", i/16+1), "127.0.0.1:"+port)
+		if i >= 252 {
+			closedWithin(t, c, 10*time.Second)
+			over++
+		}
+	}
+	if code := probeFrom(t, "127.0.0.9", adm, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while the xDS port is at its cap: %d", code)
+	}
+	if over != 8 {
+		t.Errorf("%d connections over the cap were closed, want 8", over)
+	}
+
+	// A relay without a policy says who gets its Secrets.
+	var rf daemonFlags
+	rf.xdsAddr = "127.0.0.1:0"
+	var b strings.Builder
+	rf.warnExposure(slog.New(slog.NewTextHandler(&b, nil)), true)
+	if !strings.Contains(b.String(), "the relay serves every Secret it relays (private keys) to any downstream client that reaches --xds-addr") {
+		t.Errorf("relay without --policy: %s", b.String())
+	}
+	b.Reset()
+	rf.clientCA = "ca.crt"
+	rf.warnExposure(slog.New(slog.NewTextHandler(&b, nil)), true)
+	if !strings.Contains(b.String(), "any downstream client with a certificate --client-ca signs") || strings.Contains(b.String(), "plaintext") {
+		t.Errorf("relay with mTLS, without --policy: %s", b.String())
+	}
+}
+
+// The caps fit the limit: the admin port keeps at most a quarter.
+func TestCapToNoFile(t *testing.T) {
+	for _, tc := range []struct {
+		hard               uint64
+		xds, admin         int
+		wantXDS, wantAdmin int
+		adminAddr          string
+	}{
+		{0, 50000, 256, 50000, 256, "127.0.0.1:1"},       // unknown: unchanged
+		{1 << 20, 50000, 256, 50000, 256, "127.0.0.1:1"}, // fits
+		{1024, 50000, 256, 720, 232, "127.0.0.1:1"},
+		{1024, 50000, 256, 960, 256, ""}, // no admin port
+		{70, 50000, 256, 1, 1, "127.0.0.1:1"},
+	} {
+		f := daemonFlags{maxConns: tc.xds, adminMaxConns: tc.admin, adminAddr: tc.adminAddr}
+		f.capToNoFile(tc.hard, slog.New(slog.DiscardHandler))
+		if f.maxConns != tc.wantXDS || f.adminMaxConns != tc.wantAdmin {
+			t.Errorf("hard %d: xds %d admin %d, want %d %d", tc.hard, f.maxConns, f.adminMaxConns, tc.wantXDS, tc.wantAdmin)
+		}
+	}
+}

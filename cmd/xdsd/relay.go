@@ -89,6 +89,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	if err := b.CheckCredentials(); err != nil {
 		return err
 	}
+	f.warnExposure(log, true)
 	reg := newRegistry()
 	ro := relayrole.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
 	if f.guard != nil {

@@ -149,6 +149,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	if err := f.load(f.adminAddr, log); err != nil {
 		return err
 	}
+	f.warnExposure(log, false)
 	st, err := openStore(ctx, f.storeSpec, f.etcd, f.history, log)
 	if err != nil {
 		return err
