@@ -72,8 +72,13 @@ func TestCloseEndsStreams(t *testing.T) {
 				t.Fatalf("after a change: %v %v", r2, err)
 			}
 			ps.Close()
-			if _, err := st.Recv(); status.Code(err) != tc.want {
-				t.Fatalf("after Close: %v, want %v", err, tc.want)
+			// The stream ends at once, with the code gRPC writes for how it
+			// ended; under load gRPC may instead report the transport
+			// going away (Unavailable, "server shutting down"). Either way
+			// the client reconnects at once: what must not happen is the
+			// stream outliving Close until the test's deadline.
+			if _, err := st.Recv(); status.Code(err) != tc.want && status.Code(err) != codes.Unavailable {
+				t.Fatalf("after Close: %v, want %v (or Unavailable)", err, tc.want)
 			}
 		})
 	}
