@@ -164,7 +164,7 @@ func TestPageInBrowser(t *testing.T) {
 		!regexp.MustCompile(`env=test => test-1 @2-[0-9a-f]+ \(NACKed\)`).MatchString(holders) {
 		t.Errorf("held by:\n%s", holders)
 	}
-	for _, want := range []string{"1 ACKed, 1 NACKed, 0 pending", "test-1 rejected " + r.VersionInfo, "via apply", "updated r"} {
+	for _, want := range []string{"1 ACKed, 1 NACKed, 0 pending", "test-1 rejected " + r.VersionInfo, "via apply", "updated route r"} {
 		if !strings.Contains(revisions, want) {
 			t.Errorf("recent revisions lack %q:\n%s", want, revisions)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/refs"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -347,6 +348,9 @@ func (d *discard) WriteHeader(int)             {}
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	// resourceURL links a resource's JSON; its query is encoded here, so
 	// the template may take it as a URL.
+	// kind names a type as people say it ("cluster"), so that the
+	// revisions list tells apart resources of one name and several types.
+	"kind": refs.Kind,
 	"resourceURL": func(typ, name string) template.URL {
 		return template.URL("/v1/resources?" + url.Values{"type": {typ}, "name": {name}}.Encode())
 	},
@@ -412,7 +416,7 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 {{if .HasStore}}<h2>Recent revisions</h2>
 {{if .Revisions}}<table id="revisions"><tr><th>revision</th><th>when, who</th><th>changes</th><th>rollout</th></tr>
 {{range .Revisions}}<tr class="revision"><td>{{.Rev}}</td><td>{{.Time.Format "2006-01-02 15:04:05Z07:00"}}<br><span class="muted">{{if .Audit.Who}}{{.Audit.Who}}{{else}}(anonymous){{end}}{{if .Audit.From}} from {{.Audit.From}}{{end}}{{if .Audit.Via}} via {{.Audit.Via}}{{end}}</span></td>
-<td>{{range .Shown}}{{.Op}} <code>{{.Key.Name}}</code>{{if .Key.Constraints}} <span class="muted">[{{.Key.Constraints}}]</span>{{end}}<br>{{end}}{{if .More}}<span class="muted">… and {{.More}} more</span>{{end}}
+<td>{{range .Shown}}{{.Op}} {{kind .Key.Type}} <code>{{.Key.Name}}</code>{{if .Key.Constraints}} <span class="muted">[{{.Key.Constraints}}]</span>{{end}}<br>{{end}}{{if .More}}<span class="muted">… and {{.More}} more</span>{{end}}
 {{if .Diffs}}<details><summary>diff</summary>{{range .Diffs}}<pre class="diff">{{.Diff}}</pre>{{end}}</details>{{end}}</td>
 <td class="wrap">{{$r := .}}{{with .Rollout}}{{if or .Acked .Nacked .Pending}}{{.Acked}} ACKed, {{if .Nacked}}<span class="bad">{{.Nacked}} NACKed</span>{{else}}0 NACKed{{end}}, {{.Pending}} pending
 {{range $r.Progress}}<div class="group"><span class="muted">{{.Agent}} {{.Params}}</span> <span class="bar" title="{{.Acked}} ACKed, {{.Nacked}} NACKed, {{.Pending}} pending"><span class="ack" style="width:{{.AckedPct}}%"></span><span class="nack" style="width:{{.NackedPct}}%"></span><span class="pend" style="width:{{.PendingPct}}%"></span></span> {{.Acked}}/{{.Nacked}}/{{.Pending}}</div>{{end}}
