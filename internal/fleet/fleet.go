@@ -39,23 +39,17 @@ const (
 // client is (Envoy sets "envoy"; grpc-go "gRPC Go"; xdsd "xdsd"); the
 // header, which every gRPC library sets ("grpc-go/1.x", "grpc-c/…",
 // "grpc-node-js/…", "grpc-java-netty/…"), tells a client that names
-// nothing on its node.
+// nothing on its node, or nothing known.
+//
+// A name is matched whole, or by its first words ("gRPC Node Pure JS",
+// "gRPC C-core linux"), never as a substring: "django-client" is not
+// grpc-go, nor "mongoose" envoy.
 func AgentOf(userAgentName, userAgent string) string {
-	n := strings.ToLower(userAgentName)
-	switch {
-	case n == "":
-	case strings.Contains(n, "envoy"):
-		return Envoy
-	case strings.Contains(n, "xdsd"):
-		return Xdsd
-	case strings.Contains(n, "go"):
-		return GRPCGo
-	case strings.Contains(n, "java"):
-		return GRPCJava
-	case strings.Contains(n, "node") || strings.Contains(n, "js"):
-		return GRPCJS
-	case strings.Contains(n, "c-core") || strings.Contains(n, "core") || strings.Contains(n, "c++") || strings.Contains(n, "python") || strings.Contains(n, "ruby"):
-		return GRPCCpp
+	n := strings.Join(strings.Fields(strings.ToLower(userAgentName)), " ")
+	for _, k := range agentNames {
+		if n == k.name || strings.HasPrefix(n, k.name+" ") || strings.HasPrefix(n, k.name+"/") {
+			return k.agent
+		}
 	}
 	// The header: several products may be listed ("grpc-c++/1.60
 	// grpc-c/37 (linux; chttp2)", "xdsd/0.1 grpc-go/1.70"): the first
@@ -77,6 +71,22 @@ func AgentOf(userAgentName, userAgent string) string {
 		}
 	}
 	return Other
+}
+
+// agentNames are the user_agent_name values the clients send, lower
+// case, with their agent.
+var agentNames = []struct{ name, agent string }{
+	{"envoy", Envoy},
+	{"xdsd", Xdsd},
+	{"grpc go", GRPCGo},
+	{"grpc java", GRPCJava},
+	{"grpc node", GRPCJS}, // grpc-js: "gRPC Node Pure JS"
+	{"grpc js", GRPCJS},
+	{"grpc c-core", GRPCCpp},
+	{"grpc c++", GRPCCpp},
+	{"grpc python", GRPCCpp},
+	{"grpc ruby", GRPCCpp},
+	{"grpc php", GRPCCpp},
 }
 
 // IsGRPC reports whether an agent is one of gRPC's libraries (checked by

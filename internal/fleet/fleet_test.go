@@ -19,6 +19,17 @@ func TestAgentOf(t *testing.T) {
 		{"", "grpc-c++/1.60.0 grpc-c/37.0.0 (linux; chttp2)", GRPCCpp},
 		{"", "grpc-c/37.0.0 (linux; chttp2)", GRPCCpp},
 		{"xdsd", "grpc-go/1.70.0", Xdsd},
+		{"gRPC Node Pure JS", "", GRPCJS},
+		{"gRPC C-core linux", "", GRPCCpp},
+		{"Envoy", "", Envoy},
+		// Names are matched whole or by their first words, not as
+		// substrings: these name nothing known, so the header decides.
+		{"django-client", "", Other},
+		{"django-client", "grpc-java-netty/1.68.0", GRPCJava},
+		{"mongoose", "", Other},
+		{"my-go-app", "grpc-c/37.0.0", GRPCCpp},
+		{"javascript-thing", "", Other},
+		{"gRPC Gopher", "", Other},
 		{"", "curl/8.0", Other},
 		{"", "", Other},
 	} {
