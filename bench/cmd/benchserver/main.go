@@ -6,7 +6,10 @@
 //	benchserver --impl xdsd|gcp-snapshot|gcp-linear|raw|relay
 //	            [--xds-addr 127.0.0.1:0] [--control-addr 127.0.0.1:0]
 //	            [--upstream ADDR]   (relay only: an xdsd benchserver)
-//	            [--store etcd://HOST:PORT/PREFIX] (xdsd only: a replica on etcd)
+//	            [--store etcd://HOST:PORT/PREFIX|bolt:PATH] (xdsd only: a replica
+//	                                on etcd, or a bolt file as `xdsd serve` uses)
+//	            [--tls-cert FILE --tls-key FILE [--client-ca FILE]]
+//	                                (serve xDS over TLS; with --client-ca, mTLS)
 //
 // On start it prints one JSON line, {"xds":ADDR,"control":ADDR,"pid":N},
 // and serves until SIGTERM or SIGINT.
@@ -46,7 +49,10 @@ func run(args []string) error {
 	fs.StringVar(&o.xdsAddr, "xds-addr", "127.0.0.1:0", "address of the xDS (ADS) gRPC server")
 	controlAddr := fs.String("control-addr", "127.0.0.1:0", "address of the control HTTP API")
 	fs.StringVar(&o.upstream, "upstream", "", "relay only: the upstream xDS server (an xdsd benchserver)")
-	fs.StringVar(&o.store, "store", "", "xdsd only: etcd://HOST:PORT[,...]/PREFIX, a replica sharing its state through etcd")
+	fs.StringVar(&o.store, "store", "", "xdsd only: etcd://HOST:PORT[,...]/PREFIX, a replica sharing its state through etcd, or bolt:PATH, a bolt file")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve xDS over TLS with this certificate (PEM)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fs.StringVar(&o.clientCA, "client-ca", "", "with --tls-cert: require client certificates signed by these CAs (PEM), as xdsd serve --client-ca does")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (stderr)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -33,8 +36,11 @@ type options struct {
 	impl     string
 	xdsAddr  string // default 127.0.0.1:0
 	upstream string // relay only
-	store    string // xdsd only: etcd://... instead of an in-memory store
-	log      *slog.Logger
+	store    string // xdsd only: etcd://... or bolt:PATH instead of an in-memory store
+	// tlsCert and tlsKey serve xDS over TLS; clientCA then requires client
+	// certificates it signs (mTLS), for comparisons with xdsd serve's.
+	tlsCert, tlsKey, clientCA string
+	log                       *slog.Logger
 }
 
 // instance is a running implementation: its xDS server on xdsAddr and the
@@ -107,6 +113,14 @@ func start(o options) (*instance, error) {
 	default:
 		return nil, fmt.Errorf("--impl %q: want one of %s", o.impl, strings.Join(implNames, ", "))
 	}
+	creds, err := o.creds()
+	if err != nil {
+		im.close()
+		return nil, err
+	}
+	if creds != nil {
+		srvOpts = append(srvOpts, grpc.Creds(creds))
+	}
 	lis, err := net.Listen("tcp", o.xdsAddr)
 	if err != nil {
 		im.close()
@@ -138,6 +152,37 @@ func start(o options) (*instance, error) {
 			})
 		},
 	}, nil
+}
+
+// creds are the TLS credentials of --tls-cert, --tls-key and --client-ca;
+// nil without --tls-cert.
+func (o options) creds() (credentials.TransportCredentials, error) {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.tlsCert == "" {
+		if o.clientCA != "" {
+			return nil, errors.New("--client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.clientCA != "" {
+		pem, err := os.ReadFile(o.clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--client-ca %s: no PEM certificate in it", o.clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(cfg), nil
 }
 
 // countStreams counts the streams open on the server, the same way for

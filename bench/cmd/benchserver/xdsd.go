@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -14,13 +15,15 @@ import (
 	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/store/bolt"
 	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/resource"
 )
 
-// xdsdImpl is the xdsd server role over an in-memory store, or over an
-// etcd store shared with other replicas (--store etcd://...).
+// xdsdImpl is the xdsd server role over an in-memory store, a bolt file
+// (--store bolt:PATH, the store `xdsd serve` uses by default), or an etcd
+// store shared with other replicas (--store etcd://...).
 type xdsdImpl struct {
 	st    store.Store
 	srv   *origin.Server
@@ -29,7 +32,13 @@ type xdsdImpl struct {
 
 func newXdsd(log *slog.Logger, storeURL string) (impl, func(*grpc.Server), []grpc.ServerOption, error) {
 	var st store.Store = mem.New()
-	if storeURL != "" {
+	if path, ok := strings.CutPrefix(storeURL, "bolt:"); ok {
+		bs, err := bolt.Open(path, bolt.Options{})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--store %s: %w", storeURL, err)
+		}
+		st = bs
+	} else if storeURL != "" {
 		o, err := etcd.ParseURL(storeURL)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--store: %w", err)
