@@ -68,6 +68,15 @@ type Command struct {
 	Glob     string              `json:"glob,omitempty"`
 	Params   []map[string]string `json:"params,omitempty"`
 	Expect   int                 `json:"expect,omitempty"`
+	// Addrs, instead of Addr, spreads the connections over several
+	// servers in turn (the leaves of a tree of relays).
+	Addrs []string `json:"addrs,omitempty"`
+	// TLSCA makes the connections TLS, verifying the server with the CA
+	// certificates (PEM) in that file; TLSCert and TLSKey, files too,
+	// are the client certificate presented for mTLS.
+	TLSCA   string `json:"tls_ca,omitempty"`
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
 
 	// expect: from now on, note when each stream receives a response
 	// containing Marker (raw bytes); answer "received" when all have, or

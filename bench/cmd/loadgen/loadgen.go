@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -267,16 +271,25 @@ func (r *runner) connect(c control.Command) {
 		nconns = (c.Streams + streamsPerConn - 1) / streamsPerConn
 	}
 	nconns = min(nconns, c.Streams)
-	target := c.Addr
-	if !strings.Contains(target, ":///") {
-		target = "passthrough:///" + target
+	addrs := c.Addrs
+	if len(addrs) == 0 {
+		addrs = []string{c.Addr}
+	}
+	creds, err := transportCreds(c)
+	if err != nil {
+		fail(err)
+		return
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	g := &group{r: r, cfg: cfg, ctx: ctx, cancel: cancel, closed: make(chan struct{}),
 		start: start, allConnected: make(chan struct{}), failCh: make(chan struct{})}
-	for range nconns {
+	for i := range nconns {
+		target := addrs[i%len(addrs)]
+		if !strings.Contains(target, ":///") {
+			target = "passthrough:///" + target
+		}
 		cc, err := grpc.NewClient(target,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithInitialWindowSize(4<<20),
 			grpc.WithInitialConnWindowSize(16<<20),
 			grpc.WithReadBufferSize(256<<10),
@@ -325,6 +338,34 @@ func (r *runner) connect(c control.Command) {
 		case <-g.closed:
 		}
 	}()
+}
+
+// transportCreds are the connections' credentials: insecure, or TLS with
+// the command's CA and client certificate.
+func transportCreds(c control.Command) (credentials.TransportCredentials, error) {
+	if c.TLSCA == "" {
+		if c.TLSCert != "" || c.TLSKey != "" {
+			return nil, errors.New("tls_cert and tls_key need tls_ca")
+		}
+		return insecure.NewCredentials(), nil
+	}
+	pem, err := os.ReadFile(c.TLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("tls_ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tls_ca %s: no PEM certificate in it", c.TLSCA)
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if c.TLSCert != "" || c.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert, tls_key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(cfg), nil
 }
 
 // close ends every stream and connection and waits for the streams'

@@ -39,11 +39,11 @@ type xds struct {
 	srv  *origin.Server
 }
 
-func startServer(t *testing.T) *xds {
+func startServer(t *testing.T, opts ...grpc.ServerOption) *xds {
 	t.Helper()
 	st := mem.New()
 	srv := origin.New(st, origin.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	g := grpc.NewServer(protocol.ServerCodec())
+	g := grpc.NewServer(append(opts, protocol.ServerCodec())...)
 	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
