@@ -10,6 +10,7 @@
 //	go run ./cmd/xdsbench                    # every scenario (under 10 minutes on 2 cores)
 //	go run ./cmd/xdsbench -quick             # a smoke run with tiny numbers
 //	go run ./cmd/xdsbench -scenarios a,e     # some scenarios
+//	go run ./cmd/xdsbench -scenarios h,i     # the product path: the xdsd binary changed by xdsd apply
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/xdsd/xdsd/bench/control"
@@ -33,7 +35,7 @@ import (
 
 func main() {
 	var (
-		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay; not in the default set: g (100,000 streams), r (replicas on etcd; builds etcd from its Go module once, or uses $ETCD)")
+		scenarios = flag.String("scenarios", "a,b,c,d,e,f,relay", "scenarios to run: a,b,c (fan-out), d (glob), e (idle memory), f (TP2 variants), relay; not in the default set: g (100,000 streams), r (replicas on etcd; builds etcd from its Go module once, or uses $ETCD), and on the product path (the xdsd binary, changed by xdsd apply): h (serve beside the embedded server on bolt), i (h over mTLS with a policy, beside raw gRPC over mTLS), apply (apply's wall time beside 100,000 idle streams), tiers (an origin under two levels of relays)")
 		impls     = flag.String("impls", "xdsd,gcp-snapshot,gcp-linear,raw", "implementations to compare where a scenario allows")
 		rounds    = flag.Int("rounds", 9, "changes per fan-out measurement; the report gives medians")
 		quick     = flag.Bool("quick", false, "smoke run: tiny numbers, to prove the harness works")
@@ -64,6 +66,11 @@ type bench struct {
 	quick      bool
 	rounds     int
 	log        io.Writer
+
+	// The xdsd command, built by xdsdBin for the product-path scenarios.
+	xdsdOnce sync.Once
+	xdsdPath string
+	xdsdErr  error
 }
 
 func newBench(quick bool, rounds int) (*bench, error) {
@@ -514,6 +521,12 @@ func (b *bench) run(ids, impls []string) (string, error) {
 	var failed []string
 	results := map[string]map[string]fanout{}
 	for _, id := range ids {
+		if run, ok := b.product()[strings.TrimSpace(id)]; ok {
+			for _, err := range run(&rep) {
+				failed = append(failed, err.Error())
+			}
+			continue
+		}
 		sc, ok := all[strings.TrimSpace(id)]
 		if !ok {
 			return rep.String(), fmt.Errorf("unknown scenario %q", id)
