@@ -512,11 +512,11 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apply := a.o.Store.Apply
-	if s, ok := a.o.Store.(store.Stager); ok {
+	if s, ok := a.o.Store.(store.Prewriter); ok {
 		// The store writes the batch's payloads while the rest is read.
-		b.stage = s.Stage(r.Context())
-		defer b.stage.Close()
-		apply = b.stage.Apply
+		b.prewrite = s.Prewrite(r.Context())
+		defer b.prewrite.Close()
+		apply = b.prewrite.Apply
 	}
 	status, err := a.readBatch(w, r, b)
 	if err != nil {

@@ -53,13 +53,13 @@ func TestApplyJSONIsStrict(t *testing.T) {
 	}
 }
 
-// With a bolt store, an apply's payloads are staged while the rest of it
+// With a bolt store, an apply's payloads are prewritten while the rest of it
 // is read. A batch refused after some were (a bad document at its end, a
 // body cut short) leaves nothing in the file; one that goes ahead is
 // stored whole.
-func TestApplyStagedAsRead(t *testing.T) {
+func TestApplyPrewrittenAsRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "xdsd.db")
-	st, err := bolt.Open(path, bolt.Options{StageBytes: 256})
+	st, err := bolt.Open(path, bolt.Options{PrewriteBytes: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestApplyStagedAsRead(t *testing.T) {
 	}
 	db.View(func(tx *bbolt.Tx) error {
 		if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k != nil {
-			t.Errorf("bodies staged for a batch refused are still there (step %x)", k)
+			t.Errorf("bodies prewritten for a batch refused are still there (step %x)", k)
 		}
 		return nil
 	})

@@ -44,9 +44,9 @@ type batch struct {
 	// decoded, until add takes it.
 	mu       sync.Mutex
 	prepared map[*resource.Document]*clientcheck.Prepared
-	// stage, when the store can, writes the batch's payloads while the
-	// rest of it is read (store.Stager); nil otherwise.
-	stage store.Staging
+	// prewrite, when the store can, writes the batch's payloads while the
+	// rest of it is read (store.Prewriter); nil otherwise.
+	prewrite store.Prewrite
 }
 
 func (b *batch) prepare(d *resource.Document) {
@@ -58,8 +58,8 @@ func (b *batch) prepare(d *resource.Document) {
 
 func (b *batch) add(d *resource.Document) error {
 	b.batch.Puts = append(b.batch.Puts, d.Variant)
-	if b.stage != nil {
-		b.stage.Add(d.Variant)
+	if b.prewrite != nil {
+		b.prewrite.Add(d.Variant)
 	}
 	b.set.Add(d)
 	if b.check != nil {

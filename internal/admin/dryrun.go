@@ -33,7 +33,7 @@ type DryRunResult struct {
 }
 
 // dryRun answers an apply with dry_run=true: the batch is read and
-// checked as an apply's, its payloads are not staged, and nothing is
+// checked as an apply's, its payloads are not prewritten, and nothing is
 // stored. A batch with invalid documents is answered as an apply's (400);
 // one the checks or the guard would refuse is answered 200 with Refused
 // set, so that the plan is shown either way.

@@ -56,25 +56,25 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
-// Stager is a store that can write a batch's payloads while the batch is
+// Prewriter is a store that can write a batch's payloads while the batch is
 // still being read, so that its Apply has less left to do (bolt does).
-type Stager interface {
-	// Stage begins a staging; ctx bounds its writing in the background.
-	Stage(ctx context.Context) Staging
+type Prewriter interface {
+	// Stage begins a prewrite; ctx bounds its writing in the background.
+	Prewrite(ctx context.Context) Prewrite
 }
 
-// Staging is a batch being staged as it is read. Its methods are called
+// Prewrite is a batch being prewritten as it is read. Its methods are called
 // from one goroutine.
-type Staging interface {
-	// Add hands over a put of the batch as it is read; the staging may
+type Prewrite interface {
+	// Add hands over a put of the batch as it is read; the prewrite may
 	// write its payload in the background. A small batch is never
 	// written ahead.
 	Add(v *resource.Variant)
 	// Apply is the store's Apply of b, whose puts are the variants added
 	// (in any order, with any Deletes and Meta), helped by what was
-	// staged. What was staged is removed if it fails.
+	// prewritten. What was prewritten is removed if it fails.
 	Apply(ctx context.Context, b Batch) (Result, error)
-	// Close removes what was staged and not applied: call it when the
+	// Close removes what was prewritten and not applied: call it when the
 	// batch is not applied, or always (after Apply it does nothing).
 	Close() error
 }

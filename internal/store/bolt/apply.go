@@ -22,23 +22,23 @@ var errNoChange = errors.New("no change")
 
 // Apply implements store.Store.
 //
-// A batch whose payloads are over Options.StageBytes is written in steps,
+// A batch whose payloads are over Options.PrewriteBytes is written in steps,
 // so that bbolt, which holds every page a transaction dirties until its
 // commit, never holds a copy of the whole batch: its bodies first, in
-// transactions of about StageBytes each, under keys that no record refers
+// transactions of about PrewriteBytes each, under keys that no record refers
 // to yet (invisible: each is its key and the new revision); then one
 // transaction writes the records that refer to them, the revision and its
 // history, which is what makes the batch visible, all of it or none. A
-// batch that fails after its bodies were staged has them removed; a crash
-// leaves them under the revision named by keyStaged, and Open removes
+// batch that fails after its bodies were prewritten has them removed; a crash
+// leaves them under the revision named by keyPrewritten, and Open removes
 // them.
 func (s *Store) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
 	return s.apply(ctx, b, nil)
 }
 
-// apply is Apply of b, whose puts pl staged in part while it was read
-// (staging.go), or none (pl nil).
-func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Result, error) {
+// apply is Apply of b, whose puts pl prewritten in part while it was read
+// (prewrite.go), or none (pl nil).
+func (s *Store) apply(ctx context.Context, b store.Batch, pl *prewrite) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, err
 	}
@@ -52,16 +52,16 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 	}
 	rev := s.rev + 1
 	var (
-		p               store.Plan
-		planned, staged bool
-		ahead           *stagedAhead // what pl staged, while the batch was read
+		p                   store.Plan
+		planned, prewritten bool
+		ahead               *prewrittenAhead // what pl prewritten, while the batch was read
 	)
 	if pl != nil {
-		ahead = &stagedAhead{at: pl.at, refs: pl.refs}
+		ahead = &prewrittenAhead{at: pl.at, refs: pl.refs}
 	}
-	if pl != nil || s.stageBytes > 0 && batchBytes(b) > s.stageBytes {
+	if pl != nil || s.prewriteBytes > 0 && batchBytes(b) > s.prewriteBytes {
 		var err error
-		if p, staged, err = s.planStaged(ctx, &b, rev, ahead); err != nil {
+		if p, prewritten, err = s.planPrewritten(ctx, &b, rev, ahead); err != nil {
 			return store.Result{}, err
 		}
 		planned = true
@@ -80,7 +80,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 		}
 		if p.Empty() {
 			if ahead != nil {
-				// Staged for resources new then, and put since as the
+				// Prewritten for resources new then, and put since as the
 				// batch has them.
 				return ahead.commit(tx)
 			}
@@ -116,7 +116,7 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 				if err := putVariant(res, bodies, resKey(k), v, at, true); err != nil {
 					return err
 				}
-			} else if err := putVariant(res, bodies, resKey(k), v, ref, staged); err != nil {
+			} else if err := putVariant(res, bodies, resKey(k), v, ref, prewritten); err != nil {
 				return err
 			}
 			keys = append(keys, k)
@@ -140,15 +140,15 @@ func (s *Store) apply(ctx context.Context, b store.Batch, pl *staging) (store.Re
 				return err
 			}
 		}
-		if staged {
-			if err := meta.Delete(keyStaged); err != nil {
+		if prewritten {
+			if err := meta.Delete(keyPrewritten); err != nil {
 				return err
 			}
 		}
 		return meta.Put(keyRev, u64(uint64(rev)))
 	})
 	if err != nil && !errors.Is(err, errNoChange) {
-		if staged {
+		if prewritten {
 			err = s.unstage(rev, err)
 		}
 		return store.Result{}, err
@@ -205,19 +205,19 @@ func putUserMeta(b *bbolt.Bucket, m map[string][]byte) (bool, error) {
 	return changed, nil
 }
 
-// planStaged plans a batch whose bodies are written ahead of its commit
-// (over Options.StageBytes, or staged in part while it was read: ahead),
-// staging for revision rev those not staged yet; staged reports whether
+// planPrewritten plans a batch whose bodies are written ahead of its commit
+// (over Options.PrewriteBytes, or prewritten in part while it was read: ahead),
+// prewrite for revision rev those not prewritten yet; prewritten reports whether
 // any were. b's puts are sorted, and dropped once planned.
-func (s *Store) planStaged(ctx context.Context, b *store.Batch, rev int64, ahead *stagedAhead) (p store.Plan, staged bool, err error) {
-	// The bodies of resources new to the store are staged while the
+func (s *Store) planPrewritten(ctx context.Context, b *store.Batch, rev int64, ahead *prewrittenAhead) (p store.Plan, prewritten bool, err error) {
+	// The bodies of resources new to the store are prewritten while the
 	// plan is made, in a read transaction that bbolt runs beside the
 	// writer's (the initial map is large enough that the writer never
 	// waits to remap); those of changed ones once it is made. For a
 	// batch of new resources the plan then costs no time. The batch is
 	// planned in key order, so that the plan's puts are in key order
-	// too, as staging and the commit want them. A batch staged while it
-	// was read has the bodies of its new resources staged already, but
+	// too, as prewrite and the commit want them. A batch prewritten while it
+	// was read has the bodies of its new resources prewritten already, but
 	// for those new since.
 	b.Puts = slices.Clone(b.Puts)
 	sortPuts(b.Puts)
@@ -226,7 +226,7 @@ func (s *Store) planStaged(ctx context.Context, b *store.Batch, rev int64, ahead
 	go func(sorted []*resource.Variant) {
 		var err error
 		if news, err = s.newPuts(ahead.without(sorted)); err == nil {
-			err = s.stage(ctx, rev, news)
+			err = s.prewrite(ctx, rev, news)
 		}
 		done <- err
 	}(b.Puts)
@@ -238,7 +238,7 @@ func (s *Store) planStaged(ctx context.Context, b *store.Batch, rev int64, ahead
 	if aerr := <-done; err != nil || aerr != nil {
 		return store.Plan{}, false, s.unstage(rev, errors.Join(err, aerr))
 	}
-	staged = len(news) > 0
+	prewritten = len(news) > 0
 	if !slices.IsSortedFunc(p.Puts, comparePuts) { // (MakePlan keeps a batch's order)
 		sortPuts(p.Puts)
 	}
@@ -247,12 +247,12 @@ func (s *Store) planStaged(ctx context.Context, b *store.Batch, rev int64, ahead
 	// stayed reachable until the commit.
 	b.Puts = nil
 	if len(news) == len(p.Puts) {
-		// Every put is new, and staged (news holds keys of puts).
+		// Every put is new, and prewritten (news holds keys of puts).
 	} else if rest := notIn(ahead.without(p.Puts), news); len(rest) > 0 {
-		if err := s.stage(ctx, rev, rest); err != nil {
+		if err := s.prewrite(ctx, rev, rest); err != nil {
 			return store.Plan{}, false, s.unstage(rev, err)
 		}
-		staged = true
+		prewritten = true
 	}
-	return p, staged, nil
+	return p, prewritten, nil
 }

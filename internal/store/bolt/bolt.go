@@ -52,9 +52,9 @@ var (
 	keyRev      = []byte("rev")
 	keyCompact  = []byte("compacted")
 	keyFormat   = []byte("format")
-	// keyStaged names the revision whose bodies a large Apply is writing
+	// keyPrewritten names the revision whose bodies a large Apply is writing
 	// ahead of its commit (see Apply).
-	keyStaged = []byte("staged")
+	keyPrewritten = []byte("staged") // (its name in files, from before "prewrite")
 )
 
 // Options tune a Store.
@@ -65,10 +65,10 @@ type Options struct {
 	// LockTimeout bounds the wait for another process holding the file
 	// (one second when zero).
 	LockTimeout time.Duration
-	// StageBytes is the size of payloads past which a batch is written
-	// in steps (see Apply), and the size of each step: DefaultStageBytes
+	// PrewriteBytes is the size of payloads past which a batch is written
+	// in steps (see Apply), and the size of each step: DefaultPrewriteBytes
 	// when zero; negative for one transaction whatever the size.
-	StageBytes int
+	PrewriteBytes int
 	// PageSize is the page size of a new file (DefaultPageSize when
 	// zero; at most 64 KiB); a file keeps the page size it was made with.
 	PageSize int
@@ -83,14 +83,14 @@ type Options struct {
 // little more on large batches). BENCHMARKS.md, "Large batches".
 const DefaultPageSize = 16 << 10
 
-// DefaultStageBytes is Options.StageBytes when it is zero.
-const DefaultStageBytes = 16 << 20
+// DefaultPrewriteBytes is Options.PrewriteBytes when it is zero.
+const DefaultPrewriteBytes = 16 << 20
 
 // Store is a store.Store kept in a bbolt file.
 type Store struct {
-	db         *bbolt.DB
-	history    int
-	stageBytes int // 0: never
+	db            *bbolt.DB
+	history       int
+	prewriteBytes int // 0: never
 
 	mu     sync.Mutex // serializes Apply, guards rev, last and notify
 	rev    int64
@@ -152,10 +152,10 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store %s: damaged: %w (restore a backup)", path, err)
 	}
-	if opts.StageBytes == 0 {
-		opts.StageBytes = DefaultStageBytes
+	if opts.PrewriteBytes == 0 {
+		opts.PrewriteBytes = DefaultPrewriteBytes
 	}
-	s := &Store{db: db, history: opts.History, stageBytes: max(opts.StageBytes, 0)}
+	s := &Store{db: db, history: opts.History, prewriteBytes: max(opts.PrewriteBytes, 0)}
 	err = guard(func() error { return db.Update(s.initTx) })
 	if err != nil {
 		db.Close()

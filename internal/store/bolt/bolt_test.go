@@ -48,12 +48,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// stagingStore applies each batch as the admin API does: staged as it
+// stagingStore applies each batch as the admin API does: prewritten as it
 // is read (bolt.Stage), a variant at a time, then applied.
 type stagingStore struct{ *bolt.Store }
 
 func (s stagingStore) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
-	st := s.Stage(ctx)
+	st := s.Prewrite(ctx)
 	defer st.Close()
 	for _, v := range b.Puts {
 		st.Add(v)
@@ -61,11 +61,11 @@ func (s stagingStore) Apply(ctx context.Context, b store.Batch) (store.Result, e
 	return st.Apply(ctx, b)
 }
 
-// The conformance suite again with every batch staged as it is read,
+// The conformance suite again with every batch prewritten as it is read,
 // each variant's body in a transaction of its own.
-func TestConformanceStagedAhead(t *testing.T) {
+func TestConformancePrewrittenAhead(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{StageBytes: 1})
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{PrewriteBytes: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,11 +73,11 @@ func TestConformanceStagedAhead(t *testing.T) {
 	})
 }
 
-// The conformance suite again with every batch staged: its bodies
+// The conformance suite again with every batch prewritten: its bodies
 // written in transactions of their own before the one that commits it.
-func TestConformanceStaged(t *testing.T) {
+func TestConformancePrewritten(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{StageBytes: 1})
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "xdsd.db"), bolt.Options{PrewriteBytes: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,33 +182,33 @@ func TestFileInUse(t *testing.T) {
 	}
 }
 
-// crashStagedEnv makes the crash child stage its batches (bolt.Apply):
+// crashPrewrittenEnv makes the crash child prewrite its batches (bolt.Apply):
 // 300 variants a batch, whose bodies are written in transactions of 2 KiB
 // before the one that commits them.
-const crashStagedEnv = "XDSD_BOLT_CRASH_STAGED"
+const crashPrewrittenEnv = "XDSD_BOLT_CRASH_STAGED"
 
-// crashAheadEnv, with crashStagedEnv, makes the crash child stage its
+// crashAheadEnv, with crashPrewrittenEnv, makes the crash child prewrite its
 // batches as they are read (bolt.Stage), as the admin API does.
 const crashAheadEnv = "XDSD_BOLT_CRASH_AHEAD"
 
 // perBatch is the size of the crash child's batches.
 func perBatch() int {
-	if os.Getenv(crashStagedEnv) != "" {
+	if os.Getenv(crashPrewrittenEnv) != "" {
 		return 300
 	}
 	return 5
 }
 
 // crashChild applies batches of perBatch variants forever, printing
-// "ack N" after batch N is acknowledged (and, when staging, "staged N"
+// "ack N" after batch N is acknowledged (and, when prewrite, "staged N"
 // after each transaction of bodies), until it is killed.
 func crashChild(path string) {
 	opts := bolt.Options{History: 50}
 	w := bufio.NewWriter(os.Stdout)
-	if os.Getenv(crashStagedEnv) != "" {
-		opts.StageBytes = 2048
+	if os.Getenv(crashPrewrittenEnv) != "" {
+		opts.PrewriteBytes = 2048
 		in := bufio.NewReader(os.Stdin)
-		bolt.SetStageHook(func(n int) {
+		bolt.SetPrewriteHook(func(n int) {
 			fmt.Fprintf(w, "staged %d\n", n)
 			w.Flush()
 			// Go on when told: the test kills the child here, between
@@ -256,26 +256,26 @@ func TestCrashKeepsAcknowledgedBatches(t *testing.T) {
 	crashRounds(t, false, []int{7, 1, 23, 12})
 }
 
-// The same for batches staged before their commit, killed while staging
+// The same for batches prewritten before their commit, killed while prewrite
 // (between transactions of bodies), just before the commit and after it:
-// a batch is all there or not at all, and no staged body is left behind
+// a batch is all there or not at all, and no prewritten body is left behind
 // (Verify finds a body no record refers to).
-func TestCrashDuringStagedBatches(t *testing.T) {
-	t.Setenv(crashStagedEnv, "1")
+func TestCrashDuringPrewrittenBatches(t *testing.T) {
+	t.Setenv(crashPrewrittenEnv, "1")
 	crashRounds(t, true, []int{1, 4, 9, 17, 26, 40, 3})
 }
 
-// The same for batches staged as they are read (bolt.Stage): killed
+// The same for batches prewritten as they are read (bolt.Stage): killed
 // between two steps, just before the commit and after it.
-func TestCrashDuringBatchesStagedAhead(t *testing.T) {
-	t.Setenv(crashStagedEnv, "1")
+func TestCrashDuringBatchesPrewrittenAhead(t *testing.T) {
+	t.Setenv(crashPrewrittenEnv, "1")
 	t.Setenv(crashAheadEnv, "1")
 	crashRounds(t, true, []int{1, 4, 9, 17, 26, 40, 3})
 }
 
 // crashRounds runs the crash child, killing it after it has said
 // killAfter[i] lines in round i, and checks the store after each.
-func crashRounds(t *testing.T, staged bool, killAfter []int) {
+func crashRounds(t *testing.T, prewritten bool, killAfter []int) {
 	path := filepath.Join(t.TempDir(), "xdsd.db")
 	var acked int64
 	stagedSeen, midStage := 0, 0
@@ -290,7 +290,7 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		killedStaging := false
+		killedPrewriting := false
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -298,10 +298,10 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 		seen := 0
 		for sc.Scan() {
 			line := sc.Text()
-			if _, ok := strings.CutPrefix(line, "staged "); ok && staged {
+			if _, ok := strings.CutPrefix(line, "staged "); ok && prewritten {
 				stagedSeen++
 				if seen++; seen == killAfter {
-					killedStaging = true
+					killedPrewriting = true
 					break
 				}
 				if _, err := in.Write([]byte{'\n'}); err != nil {
@@ -322,17 +322,17 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 			t.Fatal(err)
 		}
 		cmd.Wait()
-		if killedStaging {
+		if killedPrewriting {
 			// Killed between two transactions of bodies: some are
-			// staged, under the mark that Open removes them by.
+			// prewritten, under the mark that Open removes them by.
 			midStage++
 			rawView(t, path, func(tx *bbolt.Tx) {
 				if os.Getenv(crashAheadEnv) != "" {
 					if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k == nil {
-						t.Errorf("round %d: killed while staging ahead, and no step listed", round)
+						t.Errorf("round %d: killed while prewrite ahead, and no step listed", round)
 					}
 				} else if tx.Bucket([]byte("meta")).Get([]byte("staged")) == nil {
-					t.Errorf("round %d: killed while staging, and no staged mark", round)
+					t.Errorf("round %d: killed while prewrite, and no prewritten mark", round)
 				}
 			})
 		}
@@ -380,7 +380,7 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 		}
 		rawView(t, path, func(tx *bbolt.Tx) {
 			if k, _ := tx.Bucket([]byte("staging")).Cursor().First(); k != nil {
-				t.Errorf("round %d: a step staged ahead is still listed after the reopen", round)
+				t.Errorf("round %d: a step prewritten ahead is still listed after the reopen", round)
 			}
 		})
 		if len(batches) != int(rev) || shared != want {
@@ -388,8 +388,8 @@ func crashRounds(t *testing.T, staged bool, killAfter []int) {
 		}
 		t.Logf("round %d: killed after ack %d; reopened at rev %d", round, acked, rev)
 	}
-	if staged && (stagedSeen == 0 || midStage == 0) {
-		t.Errorf("%d transactions of staged bodies, %d kills among them", stagedSeen, midStage)
+	if prewritten && (stagedSeen == 0 || midStage == 0) {
+		t.Errorf("%d transactions of prewritten bodies, %d kills among them", stagedSeen, midStage)
 	}
 }
 
@@ -498,12 +498,12 @@ func TestBackupIsConsistent(t *testing.T) {
 	<-done
 }
 
-// stagedStore opens a store that stages batches over 100 bytes, holding
+// stagedStore opens a store that prewrites batches over 100 bytes, holding
 // clusters c00… (n of them, at version "1").
 func stagedStore(t *testing.T, n int) (string, *bolt.Store) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "xdsd.db")
-	s, err := bolt.Open(path, bolt.Options{StageBytes: 100})
+	s, err := bolt.Open(path, bolt.Options{PrewriteBytes: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,11 +517,11 @@ func stagedStore(t *testing.T, n int) (string, *bolt.Store) {
 	return path, s
 }
 
-// A staged batch stages the bodies of new resources while its plan is
+// A prewritten batch prewrites the bodies of new resources while its plan is
 // made, and those of changed ones after: a batch of new, changed and
 // unchanged resources is stored as it says, with no body left over; a
-// batch whose plan fails leaves nothing staged.
-func TestStagedAheadOfThePlan(t *testing.T) {
+// batch whose plan fails leaves nothing prewritten.
+func TestPrewrittenAheadOfThePlan(t *testing.T) {
 	path, s := stagedStore(t, 40)
 	ctx := context.Background()
 	// c00–c19 unchanged, c20–c39 changed, n00–n19 new.
@@ -554,7 +554,7 @@ func TestStagedAheadOfThePlan(t *testing.T) {
 		}
 	}
 	// A plan that fails: a variant given twice, beside new resources
-	// staged ahead of it.
+	// prewritten ahead of it.
 	third := store.Batch{Puts: []*resource.Variant{storetest.Cluster("x", "", "1"), storetest.Cluster("x", "", "2")}}
 	for i := range 20 {
 		third.Puts = append(third.Puts, storetest.Cluster(fmt.Sprintf("m%02d", i), "", "1"))
@@ -568,27 +568,27 @@ func TestStagedAheadOfThePlan(t *testing.T) {
 	}
 	rawView(t, path, func(tx *bbolt.Tx) {
 		if tx.Bucket([]byte("meta")).Get([]byte("staged")) != nil {
-			t.Error("the failed batch left its staged mark")
+			t.Error("the failed batch left its prewritten mark")
 		}
 	})
 	if _, err := bolt.Verify(path); err != nil {
-		t.Errorf("Verify: %v (a staged body left over?)", err)
+		t.Errorf("Verify: %v (a prewritten body left over?)", err)
 	}
 }
 
-// A batch staged as it is read (bolt.Stage) while another apply commits:
-// the bodies of resources new when staged, or changed, are written ahead;
+// A batch prewritten as it is read (bolt.Stage) while another apply commits:
+// the bodies of resources new when prewritten, or changed, are written ahead;
 // one the other apply then put as the batch has it is unchanged (its
-// staged body is removed), one it put otherwise is changed, with the
-// staged body. A
-// staging closed unapplied, or whose batch the plan refuses, leaves
+// prewritten body is removed), one it put otherwise is changed, with the
+// prewritten body. A
+// prewrite closed unapplied, or whose batch the plan refuses, leaves
 // nothing behind.
-func TestStagedAsRead(t *testing.T) {
+func TestPrewrittenAsRead(t *testing.T) {
 	path, s := stagedStore(t, 20)
 	ctx := context.Background()
 	steps := 0
-	bolt.SetStageHook(func(int) { steps++ })
-	defer bolt.SetStageHook(nil)
+	bolt.SetPrewriteHook(func(int) { steps++ })
+	defer bolt.SetPrewriteHook(nil)
 	// c00–c09 unchanged, c10–c19 changed, n00–n19 new.
 	tag := func(name string) string {
 		if name >= "c10" && name < "n" {
@@ -597,7 +597,7 @@ func TestStagedAsRead(t *testing.T) {
 		return "1"
 	}
 	var second store.Batch
-	st := s.Stage(ctx)
+	st := s.Prewrite(ctx)
 	for i := range 20 {
 		for _, n := range []string{fmt.Sprintf("c%02d", i), fmt.Sprintf("n%02d", i)} {
 			v := storetest.Cluster(n, "", tag(n))
@@ -618,7 +618,7 @@ func TestStagedAsRead(t *testing.T) {
 		t.Errorf("Close after Apply: %v", err)
 	}
 	if steps == 0 {
-		t.Error("nothing was staged ahead")
+		t.Error("nothing was prewritten ahead")
 	}
 	if len(res.Puts) != 29 {
 		t.Errorf("%d puts, want c10–c19 changed, n01 changed and n02–n19 new: %v", len(res.Puts), res.Puts)
@@ -630,20 +630,20 @@ func TestStagedAsRead(t *testing.T) {
 		}
 	}
 
-	// Staged, then closed without an apply.
-	st = s.Stage(ctx)
+	// Prewritten, then closed without an apply.
+	st = s.Prewrite(ctx)
 	for i := range 20 {
 		st.Add(storetest.Cluster(fmt.Sprintf("x%02d", i), "", "1"))
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Staged, and refused by the plan: a variant given twice.
+	// Prewritten, and refused by the plan: a variant given twice.
 	third := store.Batch{Puts: []*resource.Variant{storetest.Cluster("y", "", "1"), storetest.Cluster("y", "", "2")}}
 	for i := range 20 {
 		third.Puts = append(third.Puts, storetest.Cluster(fmt.Sprintf("m%02d", i), "", "1"))
 	}
-	st = s.Stage(ctx)
+	st = s.Prewrite(ctx)
 	for _, v := range third.Puts {
 		st.Add(v)
 	}
@@ -663,18 +663,18 @@ func TestStagedAsRead(t *testing.T) {
 			t.Errorf("a step is still listed: %x", k)
 		}
 		// The records of the new and changed resources refer to the
-		// bodies staged ahead (a step's reference has its top bit set);
+		// bodies prewritten ahead (a step's reference has its top bit set);
 		// those of the unchanged ones to what the first batch wrote.
 		// (n01: either, as the writer and the other apply raced.)
 		for _, name := range []string{"n02", "n19", "c10", "c19", "c00", "c09"} {
 			rec := tx.Bucket([]byte("resources")).Get(store.ResKey(resource.Key{Type: resource.ClusterURL, Name: name}))
 			ref := store.BodyRef(rec)
 			if ahead := len(ref) == 8 && ref[0]&0x80 != 0; ahead != (tag(name) == "2" || name[0] == 'n') {
-				t.Errorf("%s refers to its body by %x: staged ahead %v", name, ref, ahead)
+				t.Errorf("%s refers to its body by %x: prewritten ahead %v", name, ref, ahead)
 			}
 		}
 	})
 	if _, err := bolt.Verify(path); err != nil {
-		t.Errorf("Verify: %v (a staged body left over?)", err)
+		t.Errorf("Verify: %v (a prewritten body left over?)", err)
 	}
 }

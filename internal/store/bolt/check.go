@@ -156,17 +156,17 @@ func walk(db *bbolt.DB, path string) error {
 				return err
 			}
 			if bodies != nil {
-				// Bodies staged for a revision not committed (an apply
+				// Bodies prewritten for a revision not committed (an apply
 				// in progress when a backup was taken, or stopped by a
 				// crash) are left for Open to remove.
-				staged := tx.Bucket(bucketMeta).Get(keyStaged)
-				steps := tx.Bucket(bucketStaging) // (nil in a file made before it)
+				prewritten := tx.Bucket(bucketMeta).Get(keyPrewritten)
+				steps := tx.Bucket(bucketPrewrite) // (nil in a file made before it)
 				err := bodies.ForEach(func(k, _ []byte) error {
 					if len(k) < 8 {
 						return fmt.Errorf("corrupt body key %q", k)
 					}
 					rk, ref := split(k)
-					if !bytes.Equal(store.BodyRef(res.Get(rk)), ref) && !bytes.Equal(ref, staged) && !kept[string(k)] &&
+					if !bytes.Equal(store.BodyRef(res.Get(rk)), ref) && !bytes.Equal(ref, prewritten) && !kept[string(k)] &&
 						(steps == nil || steps.Get(ref) == nil) {
 						return fmt.Errorf("a body without its record, under %q", k)
 					}

@@ -11,7 +11,7 @@
 // check.go (what Open checks of a file), format.go (the layout version and
 // upgrades), record.go (variant records and bodies), keylist.go (the key
 // lists of log entries and revision records), apply.go (Apply),
-// staging.go (bodies written ahead of a commit), history.go (undo
+// prewrite.go (bodies written ahead of a commit), history.go (undo
 // records, Revisions, StateAt), revision.go (the revision record codec),
 // changes.go (Changes), backup.go (Backup, Verify).
 package bolt

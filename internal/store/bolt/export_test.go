@@ -7,9 +7,9 @@ import (
 	"github.com/xdsd/xdsd/internal/store"
 )
 
-// SetStageHook sets a function called after each transaction of bodies
-// staged by a large Apply.
-func SetStageHook(f func(n int)) { stageHook = f }
+// SetPrewriteHook sets a function called after each transaction of bodies
+// prewritten by a large Apply.
+func SetPrewriteHook(f func(n int)) { prewriteHook = f }
 
 // RewriteHistoryAsFormat2 rewrites, in tx, every log entry, revision
 // record and undo record as xdsd wrote them up to format 2: each key

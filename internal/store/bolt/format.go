@@ -50,7 +50,7 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketBody); err != nil {
 		return err
 	}
-	if _, err := tx.CreateBucketIfNotExists(bucketStaging); err != nil {
+	if _, err := tx.CreateBucketIfNotExists(bucketPrewrite); err != nil {
 		return err
 	}
 	switch f := getU64(meta.Get(keyFormat)); {
@@ -70,18 +70,18 @@ func (s *Store) initTx(tx *bbolt.Tx) error {
 		return fmt.Errorf("unsupported store format %d (this xdsd reads 1 to %d): a newer xdsd wrote it", f, format)
 	}
 	s.rev = int64(getU64(meta.Get(keyRev)))
-	// Steps of batches staged while they were read, which a crash
-	// stopped before their commit (staging.go).
+	// Steps of batches prewritten while they were read, which a crash
+	// stopped before their commit (prewrite.go).
 	if err := dropAbandonedSteps(tx); err != nil {
 		return err
 	}
-	if st := meta.Get(keyStaged); st != nil {
-		// An Apply was stopped (a crash) after staging bodies for a
+	if st := meta.Get(keyPrewritten); st != nil {
+		// An Apply was stopped (a crash) after prewrite bodies for a
 		// revision it did not commit.
-		if staged := int64(getU64(st)); staged > s.rev {
-			return dropStaged(tx, staged)
+		if prewritten := int64(getU64(st)); prewritten > s.rev {
+			return dropPrewritten(tx, prewritten)
 		}
-		return fmt.Errorf("damaged: bodies staged for revision %d, at or before the committed %d", getU64(st), s.rev)
+		return fmt.Errorf("damaged: bodies prewritten for revision %d, at or before the committed %d", getU64(st), s.rev)
 	}
 	return nil
 }

@@ -24,19 +24,19 @@ var (
 // reference: the revision that wrote it, then k. A revision's bodies are
 // thus next to each other, after every earlier revision's: writing them
 // appends to the bucket, without rewriting the pages of the bodies
-// already there, and removing those staged for a revision, or kept by its
+// already there, and removing those prewritten for a revision, or kept by its
 // history, removes a range.
 func bodyKey(k, ref []byte) []byte {
 	return append(append(make([]byte, 0, len(k)+len(ref)), ref...), k...)
 }
 
 // putVariant stores v under k: its body, as it is, in bodies under ref
-// (unless staged there already), and its record, which refers to it, in
+// (unless prewritten there already), and its record, which refers to it, in
 // res.
 // bbolt keeps a reference to the bytes until the commit. The body of the
 // variant it replaces stays: the revision's undo record refers to it
 // (putUndo).
-func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, ref []byte, staged bool) error {
+func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, ref []byte, prewritten bool) error {
 	if v.Size() == 0 {
 		// bbolt does not tell an empty value from a missing one: an
 		// empty body stays in its record.
@@ -50,7 +50,7 @@ func putVariant(res, bodies *bbolt.Bucket, k []byte, v *resource.Variant, ref []
 	if err != nil {
 		return err
 	}
-	if !staged {
+	if !prewritten {
 		if err := bodies.Put(bodyKey(k, ref), v.Body()); err != nil {
 			return err
 		}

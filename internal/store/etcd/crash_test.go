@@ -30,7 +30,7 @@ type crashJob struct {
 	Prefix    string
 	Round     int
 	N         int
-	Point     string // staging, committed, copying; "" to be killed after the ack
+	Point     string // prewrite, committed, copying; "" to be killed after the ack
 	Nth       int    // die at the Nth time the point is reached
 }
 
@@ -53,7 +53,7 @@ func crashChildMain() bool {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	// A short lease, so that a killed writer's staging expires soon (the
+	// A short lease, so that a killed writer's prewrite expires soon (the
 	// test waits for that at its end); long enough that the living
 	// writer's keep-alives hold it on a loaded machine.
 	s, err := etcd.Open(context.Background(), etcd.Options{Endpoints: j.Endpoints, Prefix: j.Prefix, LeaseTTL: 5 * time.Second, RequestTimeout: testRequestTimeout})
@@ -79,10 +79,10 @@ func crashChildMain() bool {
 }
 
 // A writer killed with SIGKILL at several points of a large batch's write
-// (while staging it, right after its commit, while copying it): a replica
+// (while prewrite it, right after its commit, while copying it): a replica
 // following throughout, and one started afterwards, see every batch whole
 // or not at all; acknowledged batches are there; a batch killed after its
-// commit is finished by the next writer; a dead writer's staged chunks are
+// commit is finished by the next writer; a dead writer's prewritten chunks are
 // cleaned up.
 func TestWriterKilledMidApply(t *testing.T) {
 	c := etcdtest.Start(t, 1)
@@ -100,10 +100,10 @@ func TestWriterKilledMidApply(t *testing.T) {
 		nth     int
 		present bool
 	}{
-		{"staging", 1, false},
+		{"prewrite", 1, false},
 		{"committed", 1, true},
 		{"copying", 5, true},
-		{"staging", 1, false},
+		{"prewrite", 1, false},
 		{"", 0, true},
 	}
 	var applied []int // rounds whose batch is committed
@@ -135,12 +135,12 @@ func TestWriterKilledMidApply(t *testing.T) {
 		}
 		if rd.point == "committed" {
 			// Killed before its copy: every chunk of the batch is still
-			// staged. It took several etcd requests, or the test would
+			// prewritten. It took several etcd requests, or the test would
 			// not test a batch larger than one.
-			chunks := stagedChunks(t, c, p)
-			t.Logf("round %d: the batch of %d variants was staged in %d chunks", round, n, chunks)
+			chunks := prewrittenChunks(t, c, p)
+			t.Logf("round %d: the batch of %d variants was prewritten in %d chunks", round, n, chunks)
 			if chunks < 3 {
-				t.Fatalf("round %d: the batch of %d variants was staged in %d chunks, want several", round, n, chunks)
+				t.Fatalf("round %d: the batch of %d variants was prewritten in %d chunks, want several", round, n, chunks)
 			}
 		}
 		if rd.present {
@@ -178,7 +178,7 @@ func TestWriterKilledMidApply(t *testing.T) {
 			}
 		}
 	}
-	// Abandoned staging is gone once its lease expired and a large apply
+	// Abandoned prewrite is gone once its lease expired and a large apply
 	// came by.
 	cl := c.Client(t)
 	testutil.Eventually(t, "the dead writers' leases to expire", func() bool {
@@ -198,12 +198,12 @@ func TestWriterKilledMidApply(t *testing.T) {
 	}
 	r, err := cl.Get(ctx, p+"s/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || r.Count != 0 {
-		t.Fatalf("staged keys left after clean-up: %d %v", r.Count, err)
+		t.Fatalf("prewritten keys left after clean-up: %d %v", r.Count, err)
 	}
 }
 
 // crashBatchSize is the size of the killed writers' batches: large enough to
-// be staged in several etcd requests (chunks of 1 MiB, about 6,000 of
+// be prewritten in several etcd requests (chunks of 1 MiB, about 6,000 of
 // these variants each) and copied in hundreds (120 operations each), so
 // that each crash point falls inside the write; smaller than bigBatch,
 // which the test's 5 rounds and 6 full reloads would pay for several
@@ -216,8 +216,8 @@ func crashBatchSize() int {
 	return 20000
 }
 
-// stagedChunks counts the staged chunks under prefix p.
-func stagedChunks(t *testing.T, c *etcdtest.Cluster, p string) int {
+// prewrittenChunks counts the prewritten chunks under prefix p.
+func prewrittenChunks(t *testing.T, c *etcdtest.Cluster, p string) int {
 	t.Helper()
 	r, err := c.Client(t).Get(context.Background(), p+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -281,13 +281,13 @@ func checkCrashState(t *testing.T, round int, s store.Store, n int, applied []in
 }
 
 // A writer killed while copying a committed batch leaves some of its
-// changes both copied and staged: a replica started then (which finishes
+// changes both copied and prewritten: a replica started then (which finishes
 // nothing) and one started after a later writer finished the copy list
 // each of the batch's changes once in history.
 func TestHistoryAfterKillWhileCopying(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	p := freshPrefix()
-	// Staged (over 512 KiB), and copied in several transactions of 120
+	// Prewritten (over 512 KiB), and copied in several transactions of 120
 	// operations: the kill at the 3rd falls after its history record and
 	// hundreds of its changes were copied.
 	const n = 4000

@@ -9,8 +9,8 @@
 //	head                the committed state's head: xdsd revision, last batch
 //	r/TYPE\0NAME\0CONS  one variant (store.EncodeRecord, version included)
 //	m/KEY               one metadata value
-//	s/ID/m              a batch being staged: its marker, bound to a lease
-//	s/ID/c/NNNNNNNN     a staged batch's content, in chunks under 1 MiB
+//	s/ID/m              a batch being prewritten: its marker, bound to a lease
+//	s/ID/c/NNNNNNNN     a prewritten batch's content, in chunks under 1 MiB
 //	hr/REV              a revision's record (when, who), 16 digits
 //	hu/REV/RESKEY       one change of that revision: created, updated or
 //	                    deleted, with the variant it replaced (undo data)
@@ -39,7 +39,7 @@
 //     under 512 KiB) is committed with its content: head, holding the plan
 //     (what replicas following head apply), and the r/ and m/ keys, in one
 //     transaction guarded by a compare on head's mod revision.
-//   - A larger batch is staged first: a marker s/ID/m bound to a lease the
+//   - A larger batch is prewritten first: a marker s/ID/m bound to a lease the
 //     writer keeps alive, then the plan in chunks s/ID/c/N, each written
 //     only if the marker is still there. The commit is one transaction:
 //     if head's mod revision is the one planned against and the marker is
@@ -72,9 +72,9 @@
 //
 //   - Writer killed before its commit: the batch was never visible. Its
 //     marker vanishes when its lease expires (LeaseTTL), and the next large
-//     apply, or Open, deletes staged chunks whose marker is gone and that
+//     apply, or Open, deletes prewritten chunks whose marker is gone and that
 //     head does not name — a chunk is only ever written while its marker
-//     exists, so a deleted staging area cannot grow back.
+//     exists, so a deleted prewrite area cannot grow back.
 //   - Writer killed after its commit: the batch is committed and visible
 //     (readers overlay its chunks); the next writer, on any replica, copies
 //     it into r/ before planning its own.

@@ -56,7 +56,7 @@ type Options struct {
 	// RequestTimeout bounds each etcd request of an Apply, so that an
 	// unreachable etcd fails it fast (5s when zero).
 	RequestTimeout time.Duration
-	// LeaseTTL is how long a dead writer's staged batch is kept before it
+	// LeaseTTL is how long a dead writer's prewritten batch is kept before it
 	// may be cleaned up (30s when zero).
 	LeaseTTL time.Duration
 	// MaxAttempts is how many times an Apply plans again after another
@@ -131,10 +131,10 @@ func ParseURL(u string) (Options, error) {
 // head is the record readers follow.
 type head struct {
 	Rev int64 `json:"rev"`
-	// Batch names the staged batch of the last commit ("" when it was
+	// Batch names the prewritten batch of the last commit ("" when it was
 	// committed inline, in Plan).
 	Batch string `json:"batch,omitempty"`
-	// Applied says the staged batch has been copied into r/ and m/.
+	// Applied says the prewritten batch has been copied into r/ and m/.
 	Applied bool   `json:"applied,omitempty"`
 	Plan    []byte `json:"plan,omitempty"`
 }
@@ -203,7 +203,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		c.Close()
 		return nil, fmt.Errorf("etcd store %s: loading %s: %w", strings.Join(o.Endpoints, ","), o.Prefix, unreachable(err))
 	}
-	s.cleanStaging(lctx)
+	s.cleanPrewrites(lctx)
 	wctx, wcancel := context.WithCancel(context.Background())
 	s.cancel = wcancel
 	go s.follow(wctx, erev)
@@ -245,7 +245,7 @@ func (s *Store) setReach(err error) {
 	}
 }
 
-// plan operations, as staged and as carried in head.
+// plan operations, as prewritten and as carried in head.
 const (
 	opPut     = 1 // bytes: resKey, record
 	opDelete  = 2 // bytes: resKey
@@ -289,24 +289,24 @@ func decodeOps(b []byte) ([]op, error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
-			return nil, errors.New("corrupt staged batch")
+			return nil, errors.New("corrupt prewritten batch")
 		}
 		b = b[n:]
 		in, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return nil, errors.New("corrupt staged batch")
+			return nil, errors.New("corrupt prewritten batch")
 		}
 		b = b[n:]
 		o := op{kind: int(num)}
 		k, n := protowire.ConsumeBytes(in)
 		if n < 0 {
-			return nil, errors.New("corrupt staged batch")
+			return nil, errors.New("corrupt prewritten batch")
 		}
 		o.key = k
 		if o.hasVal() {
 			v, m := protowire.ConsumeBytes(in[n:])
 			if m < 0 {
-				return nil, errors.New("corrupt staged batch")
+				return nil, errors.New("corrupt prewritten batch")
 			}
 			o.val = v
 		}
@@ -508,7 +508,7 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		}
 		commitRev = tr.Header.Revision
 	} else {
-		rev, id, won, err := s.commitStaged(ctx, ops, nh, cmp)
+		rev, id, won, err := s.commitPrewritten(ctx, ops, nh, cmp)
 		if err != nil || !won {
 			return store.Result{}, !won && err == nil, err
 		}
@@ -644,8 +644,8 @@ func (s *Store) applyOps(rev int64, ops []op) {
 	}
 }
 
-// crashHook, set by tests, runs at the points of a staged apply where a
-// writer may die: after a chunk is staged, after the commit, after a part
+// crashHook, set by tests, runs at the points of a prewritten apply where a
+// writer may die: after a chunk is prewritten, after the commit, after a part
 // of the copy.
 var crashHook func(point string)
 
@@ -661,10 +661,10 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// commitStaged stages ops under a new batch and commits it; won is false
+// commitPrewritten prewrites ops under a new batch and commits it; won is false
 // when another writer committed first.
-func (s *Store) commitStaged(ctx context.Context, ops []op, nh head, cmp clientv3.Cmp) (rev int64, id string, won bool, err error) {
-	s.cleanStaging(ctx)
+func (s *Store) commitPrewritten(ctx context.Context, ops []op, nh head, cmp clientv3.Cmp) (rev int64, id string, won bool, err error) {
+	s.cleanPrewrites(ctx)
 	id = newID()
 	marker := s.key("s/", id, "/m")
 	lctx, lcancel := context.WithCancel(ctx)
@@ -714,11 +714,11 @@ func (s *Store) commitStaged(ctx context.Context, ops []op, nh head, cmp clientv
 			return unreachable(err)
 		}
 		if !tr.Succeeded {
-			return fmt.Errorf("etcd store: staged batch %s was cleaned up while being written (its lease expired)", id)
+			return fmt.Errorf("etcd store: prewritten batch %s was cleaned up while being written (its lease expired)", id)
 		}
 		n++
 		chunk = chunk[:0]
-		crashPoint("staging")
+		crashPoint("prewrite")
 		return nil
 	}
 	for _, o := range ops {
@@ -750,8 +750,8 @@ func (s *Store) commitStaged(ctx context.Context, ops []op, nh head, cmp clientv
 	return tr.Header.Revision, id, true, nil
 }
 
-// stagedOps reads a staged batch at etcd revision erev (0: current).
-func (s *Store) stagedOps(ctx context.Context, id string, erev int64) ([]op, error) {
+// prewrittenOps reads a prewritten batch at etcd revision erev (0: current).
+func (s *Store) prewrittenOps(ctx context.Context, id string, erev int64) ([]op, error) {
 	var ops []op
 	err := s.scan(ctx, s.key("s/", id, "/c/"), erev, false, func(_, v []byte) error {
 		o, err := decodeOps(v)
@@ -797,7 +797,7 @@ func (s *Store) scan(ctx context.Context, prefix string, erev int64, keysOnly bo
 // guarded by head being unchanged, so a late copy never overwrites a
 // later batch.
 func (s *Store) materialize(ctx context.Context, h head, modRev int64) error {
-	ops, err := s.stagedOps(ctx, h.Batch, 0)
+	ops, err := s.prewrittenOps(ctx, h.Batch, 0)
 	if err != nil {
 		return err
 	}
@@ -831,9 +831,9 @@ func (s *Store) materialize(ctx context.Context, h head, modRev int64) error {
 	return unreachable(err)
 }
 
-// cleanStaging deletes staged batches whose writer is gone (marker
+// cleanPrewrites deletes prewritten batches whose writer is gone (marker
 // expired) and that head does not name.
-func (s *Store) cleanStaging(ctx context.Context) {
+func (s *Store) cleanPrewrites(ctx context.Context) {
 	resp, err := s.readHead(ctx)
 	if err != nil {
 		return
@@ -861,6 +861,6 @@ func (s *Store) cleanStaging(ctx context.Context) {
 		rctx, cancel := s.rctx(ctx)
 		s.c.Delete(rctx, s.key("s/", id, "/"), clientv3.WithPrefix())
 		cancel()
-		s.log.Info("etcd store: removed an abandoned staged batch", "batch", id)
+		s.log.Info("etcd store: removed an abandoned prewritten batch", "batch", id)
 	}
 }

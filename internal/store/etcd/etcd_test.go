@@ -29,7 +29,7 @@ var prefixes atomic.Int64
 // open, except in TestUnreachable, which is about that bound. The default
 // (5 s, and 20 s for the initial load) is for a serving replica; on a
 // loaded test machine, with -race, loading a few 100,000-variant batches
-// or staging one can take longer without anything being wrong: a test
+// or prewrite one can take longer without anything being wrong: a test
 // failing on that asserts nothing.
 const testRequestTimeout = 2 * time.Minute
 

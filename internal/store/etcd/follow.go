@@ -49,7 +49,7 @@ func (s *Store) syncKV(ctx context.Context, kv *mvccpb.KeyValue) error {
 		case h.Batch == "":
 			ops, err = decodeOps(h.Plan)
 		case !h.Applied:
-			ops, err = s.stagedOps(ctx, h.Batch, kv.ModRevision)
+			ops, err = s.prewrittenOps(ctx, h.Batch, kv.ModRevision)
 		}
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			_, err = s.reload(ctx)
@@ -125,7 +125,7 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 		}
 	}
 	if h.Batch != "" && !h.Applied {
-		ops, err := s.stagedOps(ctx, h.Batch, erev)
+		ops, err := s.prewrittenOps(ctx, h.Batch, erev)
 		if err != nil {
 			return 0, err
 		}
@@ -180,7 +180,7 @@ func historyOf(ops []op, log interface{ Error(string, ...any) }) []store.LogEntr
 	}
 	var changes = map[int64][]store.Change{}
 	// A batch killed while being copied has some changes both copied
-	// (hu/) and still staged: each is counted once, whatever order
+	// (hu/) and still prewritten: each is counted once, whatever order
 	// ops holds them in, so that history lists it once.
 	seen := map[string]bool{}
 	for _, o := range ops {

@@ -85,7 +85,7 @@ func sameVersions(t *testing.T, what string, a, b map[string]string) {
 	}
 }
 
-// A batch larger than any etcd request is staged and committed at once:
+// A batch larger than any etcd request is prewritten and committed at once:
 // a replica following sees it whole in one change set, every replica
 // agrees on every version, and one started later loads the same.
 func TestLargeBatchReplicasAgree(t *testing.T) {

@@ -15,49 +15,49 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// A batch can be staged while it is still being read (store.Stager): the
+// A batch can be prewritten while it is still being read (store.Prewriter): the
 // bodies of its resources new to the store, or whose payloads differ from
 // the stored ones, are written in the background,
-// a step of about Options.StageBytes at a time, while the rest of the
+// a step of about Options.PrewriteBytes at a time, while the rest of the
 // batch is decoded. Apply then has only the records to write.
 //
 // The revision such a batch will commit is not known while it is read (a
 // concurrent Apply may take the next one first), so each step's bodies
-// are keyed by a reference of their own, not by a revision: stageRefBit
-// with a sequence number kept in the file (keyStageSeq), under which the
+// are keyed by a reference of their own, not by a revision: prewriteRefBit
+// with a sequence number kept in the file (keyPrewriteSeq), under which the
 // bodies of a step follow those of every earlier step, and every
 // revision's. A record refers to its body by whatever reference keyed it,
 // so a committed batch's records refer to their steps' references. The
-// references of a batch not committed yet are listed in bucketStaging;
+// references of a batch not committed yet are listed in bucketPrewrite;
 // the commit removes them from the list in the same transaction. A
-// staging abandoned (the read failed, the batch was refused) removes its
+// prewrite abandoned (the read failed, the batch was refused) removes its
 // bodies and references; a crash leaves them listed, and Open removes
 // them.
 
 var (
-	// bucketStaging lists the references of steps staged for batches
+	// bucketPrewrite lists the references of steps prewritten for batches
 	// not committed yet. Files made before it existed get it on open;
 	// the format is unchanged (a record's reference was always opaque).
-	bucketStaging = []byte("staging")
-	keyStageSeq   = []byte("stageseq")
+	bucketPrewrite = []byte("staging")  // (its name in files, from before "prewrite")
+	keyPrewriteSeq = []byte("stageseq") // (likewise)
 )
 
-// stageRefBit marks a reference made by a staging step, apart from the
+// prewriteRefBit marks a reference made by a prewrite step, apart from the
 // revisions that key the other bodies.
-const stageRefBit = 1 << 63
+const prewriteRefBit = 1 << 63
 
-// aheadSteps is how many steps staged ahead make a step of Apply
-// (Options.StageBytes): what is left to write once the batch is read is
+// aheadSteps is how many steps prewritten ahead make a step of Apply
+// (Options.PrewriteBytes): what is left to write once the batch is read is
 // at most one step, which Apply waits for; a quarter of 16 MiB takes
 // about 25 ms here.
 const aheadSteps = 4
 
-// stageQueue bounds the steps a reader may hand over ahead of the
+// prewriteQueue bounds the steps a reader may hand over ahead of the
 // writer. A step holds references to variants the batch holds anyway.
-const stageQueue = 64
+const prewriteQueue = 64
 
-// staging is a batch being staged as it is read.
-type staging struct {
+// prewrite is a batch being prewritten as it is read.
+type prewrite struct {
 	s      *Store
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -72,35 +72,35 @@ type staging struct {
 	// The writer's, read once done is closed.
 	err  error
 	refs [][]byte                     // the references of the steps written
-	at   map[*resource.Variant]uint64 // the reference of each variant staged
+	at   map[*resource.Variant]uint64 // the reference of each variant prewritten
 }
 
-var _ store.Stager = (*Store)(nil)
+var _ store.Prewriter = (*Store)(nil)
 
-// Stage implements store.Stager. A store with StageBytes < 0 (one
-// transaction whatever the size) stages nothing ahead.
-func (s *Store) Stage(ctx context.Context) store.Staging {
+// Stage implements store.Prewriter. A store with PrewriteBytes < 0 (one
+// transaction whatever the size) prewrites nothing ahead.
+func (s *Store) Prewrite(ctx context.Context) store.Prewrite {
 	ctx, cancel := context.WithCancel(ctx)
-	return &staging{s: s, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &prewrite{s: s, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
-// Add implements store.Staging.
-func (st *staging) Add(v *resource.Variant) {
-	if st.ended || st.s.stageBytes <= 0 {
+// Add implements store.Prewrite.
+func (st *prewrite) Add(v *resource.Variant) {
+	if st.ended || st.s.prewriteBytes <= 0 {
 		return
 	}
 	st.step = append(st.step, v)
 	st.size += v.Size()
-	if st.size >= max(st.s.stageBytes/aheadSteps, 1) {
+	if st.size >= max(st.s.prewriteBytes/aheadSteps, 1) {
 		st.handOver()
 	}
 }
 
 // handOver gives the step to the writer, started with the first.
-func (st *staging) handOver() {
+func (st *prewrite) handOver() {
 	if !st.queued {
 		st.queued = true
-		st.steps = make(chan []*resource.Variant, stageQueue)
+		st.steps = make(chan []*resource.Variant, prewriteQueue)
 		st.at = map[*resource.Variant]uint64{}
 		go st.write()
 	}
@@ -110,7 +110,7 @@ func (st *staging) handOver() {
 
 // write writes the steps handed over, each in a transaction, until one
 // fails; it drains the rest.
-func (st *staging) write() {
+func (st *prewrite) write() {
 	defer close(st.done)
 	for step := range st.steps {
 		if st.err != nil {
@@ -125,19 +125,19 @@ func (st *staging) write() {
 // writeStep writes the bodies of the variants of step that the store
 // does not hold as they are, under a reference of their own, in key
 // order.
-func (st *staging) writeStep(step []*resource.Variant) error {
+func (st *prewrite) writeStep(step []*resource.Variant) error {
 	slices.SortFunc(step, comparePuts)
 	var at []*resource.Variant
 	var ref []byte
 	err := st.s.db.Update(func(tx *bbolt.Tx) error {
 		at = at[:0]
 		meta := tx.Bucket(bucketMeta)
-		seq := getU64(meta.Get(keyStageSeq)) + 1
-		ref = u64(stageRefBit | seq)
-		if err := meta.Put(keyStageSeq, u64(seq)); err != nil {
+		seq := getU64(meta.Get(keyPrewriteSeq)) + 1
+		ref = u64(prewriteRefBit | seq)
+		if err := meta.Put(keyPrewriteSeq, u64(seq)); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketStaging).Put(ref, nil); err != nil {
+		if err := tx.Bucket(bucketPrewrite).Put(ref, nil); err != nil {
 			return err
 		}
 		res, bodies := tx.Bucket(bucketRes), tx.Bucket(bucketBody)
@@ -148,8 +148,8 @@ func (st *staging) writeStep(step []*resource.Variant) error {
 			}
 			k := resKey(v.Key())
 			if rec := res.Get(k); rec != nil {
-				// Stored: staged if its payload differs (the plan says
-				// whether it changes; a payload staged for nothing is
+				// Stored: prewritten if its payload differs (the plan says
+				// whether it changes; a payload prewritten for nothing is
 				// removed by the commit).
 				_, body, err := store.PeekHead(v.Key(), rec, func(ref []byte) []byte { return bodies.Get(bodyKey(k, ref)) })
 				if err == nil && bytes.Equal(body, v.Body()) {
@@ -167,20 +167,20 @@ func (st *staging) writeStep(step []*resource.Variant) error {
 		return store.ErrClosed
 	}
 	if err != nil {
-		return fmt.Errorf("staging a batch's bodies: %w", err)
+		return fmt.Errorf("prewriting a batch's bodies: %w", err)
 	}
 	st.refs = append(st.refs, ref)
 	for _, v := range at {
 		st.at[v] = getU64(ref)
 	}
-	if stageHook != nil {
-		stageHook(len(st.refs) - 1)
+	if prewriteHook != nil {
+		prewriteHook(len(st.refs) - 1)
 	}
 	return nil
 }
 
 // finish waits for the writer once every step is handed over.
-func (st *staging) finish() error {
+func (st *prewrite) finish() error {
 	st.ended = true
 	if !st.queued {
 		return nil
@@ -193,11 +193,11 @@ func (st *staging) finish() error {
 	return st.err
 }
 
-// Apply implements store.Staging.
-func (st *staging) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
+// Apply implements store.Prewrite.
+func (st *prewrite) Apply(ctx context.Context, b store.Batch) (store.Result, error) {
 	defer st.cancel()
 	if st.ended {
-		return store.Result{}, errors.New("a staging applied or closed already")
+		return store.Result{}, errors.New("a prewrite applied or closed already")
 	}
 	if err := st.finish(); err != nil {
 		return store.Result{}, errors.Join(err, st.drop())
@@ -213,9 +213,9 @@ func (st *staging) Apply(ctx context.Context, b store.Batch) (store.Result, erro
 	return res, nil
 }
 
-// Close implements store.Staging: what was staged and not applied is
+// Close implements store.Prewrite: what was prewritten and not applied is
 // removed.
-func (st *staging) Close() error {
+func (st *prewrite) Close() error {
 	st.cancel()
 	if st.ended && st.refs == nil {
 		return nil
@@ -225,7 +225,7 @@ func (st *staging) Close() error {
 }
 
 // drop removes the bodies and references of the steps written.
-func (st *staging) drop() error {
+func (st *prewrite) drop() error {
 	refs := st.refs
 	st.refs, st.at = nil, nil
 	if len(refs) == 0 {
@@ -233,15 +233,15 @@ func (st *staging) drop() error {
 	}
 	err := st.s.db.Update(func(tx *bbolt.Tx) error { return dropSteps(tx, refs) })
 	if err != nil {
-		return fmt.Errorf("removing the bodies staged for a batch not applied (the next open removes them): %w", err)
+		return fmt.Errorf("removing the bodies prewritten for a batch not applied (the next open removes them): %w", err)
 	}
 	return nil
 }
 
-// dropSteps removes the bodies of the steps staged under refs, and the
+// dropSteps removes the bodies of the steps prewritten under refs, and the
 // references from the list.
 func dropSteps(tx *bbolt.Tx, refs [][]byte) error {
-	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketStaging)
+	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketPrewrite)
 	for _, ref := range refs {
 		c := bodies.Cursor()
 		for k, _ := c.Seek(ref); k != nil && bytes.HasPrefix(k, ref); k, _ = c.Seek(ref) {
@@ -260,7 +260,7 @@ func dropSteps(tx *bbolt.Tx, refs [][]byte) error {
 // stopped before their commit.
 func dropAbandonedSteps(tx *bbolt.Tx) error {
 	var refs [][]byte
-	err := tx.Bucket(bucketStaging).ForEach(func(k, _ []byte) error {
+	err := tx.Bucket(bucketPrewrite).ForEach(func(k, _ []byte) error {
 		refs = append(refs, bytes.Clone(k))
 		return nil
 	})
@@ -270,21 +270,21 @@ func dropAbandonedSteps(tx *bbolt.Tx) error {
 	return dropSteps(tx, refs)
 }
 
-// stagedAhead is what the commit of a batch staged ahead needs: the
-// reference of each body staged, by variant, taken out as the records
+// prewrittenAhead is what the commit of a batch prewritten ahead needs: the
+// reference of each body prewritten, by variant, taken out as the records
 // refer to them (those left are of variants the batch does not change, or
 // that the plan copied, and are removed), and the steps' references to
 // take off the list. (By variant rather than key: 16 bytes an entry
 // instead of 72, for 100,000 resources while the batch is live.)
-type stagedAhead struct {
+type prewrittenAhead struct {
 	at   map[*resource.Variant]uint64
 	refs [][]byte
 }
 
 // commit finishes, in the commit's transaction, what the steps began: the
 // bodies no record took are removed, and the steps are off the list.
-func (sd *stagedAhead) commit(tx *bbolt.Tx) error {
-	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketStaging)
+func (sd *prewrittenAhead) commit(tx *bbolt.Tx) error {
+	bodies, list := tx.Bucket(bucketBody), tx.Bucket(bucketPrewrite)
 	for v, ref := range sd.at {
 		if err := bodies.Delete(bodyKey(resKey(v.Key()), u64(ref))); err != nil {
 			return err
@@ -298,9 +298,9 @@ func (sd *stagedAhead) commit(tx *bbolt.Tx) error {
 	return nil
 }
 
-// take returns the reference under which the body of v was staged, if
+// take returns the reference under which the body of v was prewritten, if
 // it was, and takes it out (sd may be nil).
-func (sd *stagedAhead) take(v *resource.Variant) ([]byte, bool) {
+func (sd *prewrittenAhead) take(v *resource.Variant) ([]byte, bool) {
 	if sd == nil {
 		return nil, false
 	}
@@ -312,9 +312,9 @@ func (sd *stagedAhead) take(v *resource.Variant) ([]byte, bool) {
 	return u64(ref), true
 }
 
-// without returns the variants of vs whose bodies were not staged (sd
+// without returns the variants of vs whose bodies were not prewritten (sd
 // may be nil).
-func (sd *stagedAhead) without(vs []*resource.Variant) []*resource.Variant {
+func (sd *prewrittenAhead) without(vs []*resource.Variant) []*resource.Variant {
 	if sd == nil || len(sd.at) == 0 {
 		return vs
 	}
@@ -327,19 +327,19 @@ func (sd *stagedAhead) without(vs []*resource.Variant) []*resource.Variant {
 	return out
 }
 
-// Apply's own staging: a batch over Options.StageBytes that was not
-// staged while it was read has the bodies of its new keys written by Apply
-// in steps under the revision it will commit (keyStaged), before the
+// Apply's own prewrite: a batch over Options.PrewriteBytes that was not
+// prewritten while it was read has the bodies of its new keys written by Apply
+// in steps under the revision it will commit (keyPrewritten), before the
 // transaction that commits the records.
 
-// stageHook, when set (by tests), is called after each transaction of
-// staged bodies.
-var stageHook func(n int)
+// prewriteHook, when set (by tests), is called after each transaction of
+// prewritten bodies.
+var prewriteHook func(n int)
 
-// stage writes the bodies of a batch's puts (in key order) for revision
-// rev, in transactions of about s.stageBytes, the first of which records
-// that revision rev is being staged.
-func (s *Store) stage(ctx context.Context, rev int64, puts []*resource.Variant) error {
+// prewrite writes the bodies of a batch's puts (in key order) for revision
+// rev, in transactions of about s.prewriteBytes, the first of which records
+// that revision rev is being prewritten.
+func (s *Store) prewrite(ctx context.Context, rev int64, puts []*resource.Variant) error {
 	ref := u64(uint64(rev))
 	for i, n := 0, 0; i < len(puts); n++ {
 		if err := ctx.Err(); err != nil {
@@ -347,13 +347,13 @@ func (s *Store) stage(ctx context.Context, rev int64, puts []*resource.Variant) 
 		}
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			if n == 0 {
-				if err := tx.Bucket(bucketMeta).Put(keyStaged, ref); err != nil {
+				if err := tx.Bucket(bucketMeta).Put(keyPrewritten, ref); err != nil {
 					return err
 				}
 			}
 			bodies := tx.Bucket(bucketBody)
 			bodies.FillPercent = 1
-			for size := 0; i < len(puts) && size < s.stageBytes; i++ {
+			for size := 0; i < len(puts) && size < s.prewriteBytes; i++ {
 				v := puts[i]
 				if v.Size() == 0 {
 					continue // kept in its record
@@ -368,8 +368,8 @@ func (s *Store) stage(ctx context.Context, rev int64, puts []*resource.Variant) 
 		if err != nil {
 			return err
 		}
-		if stageHook != nil {
-			stageHook(n)
+		if prewriteHook != nil {
+			prewriteHook(n)
 		}
 	}
 	return nil
@@ -416,19 +416,19 @@ func notIn(a, b []*resource.Variant) []*resource.Variant {
 	return out
 }
 
-// unstage removes what was staged for revision rev, after err (returned,
+// unstage removes what was prewritten for revision rev, after err (returned,
 // joined with any failure of the removal; Open removes what is left).
 func (s *Store) unstage(rev int64, err error) error {
-	uerr := s.db.Update(func(tx *bbolt.Tx) error { return dropStaged(tx, rev) })
+	uerr := s.db.Update(func(tx *bbolt.Tx) error { return dropPrewritten(tx, rev) })
 	if uerr != nil {
-		uerr = fmt.Errorf("removing the bodies staged for revision %d (the next open removes them): %w", rev, uerr)
+		uerr = fmt.Errorf("removing the bodies prewritten for revision %d (the next open removes them): %w", rev, uerr)
 	}
 	return errors.Join(err, uerr)
 }
 
-// dropStaged removes the bodies staged for revision rev, which no record
+// dropPrewritten removes the bodies prewritten for revision rev, which no record
 // refers to, and the mark that they are there.
-func dropStaged(tx *bbolt.Tx, rev int64) error {
+func dropPrewritten(tx *bbolt.Tx, rev int64) error {
 	ref := u64(uint64(rev))
 	bodies := tx.Bucket(bucketBody)
 	c := bodies.Cursor()
@@ -437,5 +437,5 @@ func dropStaged(tx *bbolt.Tx, rev int64) error {
 			return err
 		}
 	}
-	return tx.Bucket(bucketMeta).Delete(keyStaged)
+	return tx.Bucket(bucketMeta).Delete(keyPrewritten)
 }
