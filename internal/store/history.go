@@ -31,6 +31,9 @@ type Audit struct {
 	// Via says what made the batch: "apply", "delete", "watch DIR",
 	// "rollback to N", or an embedding program's own word.
 	Via string `json:"via,omitempty"`
+	// Stage, when set, marks the revision as staged for a canary, or as
+	// the promote or abort of one (stage.go).
+	Stage *Stage `json:"stage,omitempty"`
 }
 
 // Op is what a revision did to one variant.

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("History", func(t *testing.T) { testHistory(t, open(t)) })
 	t.Run("IfRev", func(t *testing.T) { testIfRev(t, open(t)) })
 	t.Run("Keyring", func(t *testing.T) { testKeyring(t, open(t)) })
+	t.Run("Stage", func(t *testing.T) { testStage(t, open(t)) })
 }
 
 func apply(t *testing.T, s store.Store, b store.Batch) store.Result {

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Staged revisions. A staged revision is an ordinary
+// committed revision whose record's Audit carries a Stage in state
+// StateStaged: the server serves what it changed only to a canary set of
+// streams, and the variants it replaced to every other. It is closed by
+// a new revision whose Stage is StatePromoted (the same content, stamped
+// anew for everyone: Batch.Touch) or StateAborted (the variants before
+// it put back, as a rollback does), naming it in Of. The mark lives in
+// the revision's record, so every backend keeps it as durably as the
+// revision itself, a restart or another replica reads it back, and it
+// is bound to the revision: a revision is staged exactly when it is the
+// store's latest and its record says so (nothing else may commit on top
+// of a staged revision but its promote or abort, which the admin API
+// enforces).
+
+// The states of a Stage.
+const (
+	StateStaged   = "staged"
+	StatePromoted = "promoted"
+	StateAborted  = "aborted"
+)
+
+// Stage is the canary mark of a revision's record.
+type Stage struct {
+	// State is StateStaged on the staged revision, StatePromoted or
+	// StateAborted on the revision that closed it.
+	State string `json:"state"`
+	// Canary is the canary SPEC (internal/canary): who is served the
+	// staged revision.
+	Canary string `json:"canary,omitempty"`
+	// Bake, when positive, makes the server promote the revision by
+	// itself once Bake has passed since the revision's time, if no canary
+	// stream NACKed it and one ACKed it.
+	Bake Duration `json:"bake,omitempty"`
+	// AbortOnNack makes the server abort the revision by itself when a
+	// canary stream NACKs it (apply --rollback-on-nack).
+	AbortOnNack bool `json:"abort_on_nack,omitempty"`
+	// Of is the staged revision a promote or abort closes.
+	Of int64 `json:"of,omitempty"`
+	// Reason says why a promote or abort happened ("bake of 5m passed",
+	// a NACK and its client), when the server made it by itself.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Duration is a time.Duration kept as its text ("5m0s") in records.
+type Duration time.Duration
+
+// MarshalText writes the duration as time.Duration.String does.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("damaged stage duration %q: %w", b, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Staged returns the record of the store's staged revision, and false
+// when no revision is staged: the latest revision's record, when its
+// Stage says staged.
+func Staged(ctx context.Context, s Store) (Revision, bool, error) {
+	l, err := s.Revisions(ctx, HistoryQuery{Limit: 1})
+	if err != nil {
+		return Revision{}, false, err
+	}
+	return StagedIn(l)
+}
+
+// StagedIn is Staged of a list whose first record is the store's latest
+// revision (a HistoryQuery without filter or Before).
+func StagedIn(l RevisionList) (Revision, bool, error) {
+	if len(l.Revisions) == 0 || l.Revisions[0].Rev != l.Rev {
+		return Revision{}, false, nil
+	}
+	r := l.Revisions[0]
+	if st := r.Audit.Stage; st != nil && st.State == StateStaged {
+		return r, true, nil
+	}
+	return Revision{}, false, nil
+}
+
+// RecordAt returns the record of revision rev, and false when the store
+// keeps none for it (compacted, or never made).
+func RecordAt(ctx context.Context, s Store, rev int64) (Revision, bool, error) {
+	l, err := s.Revisions(ctx, HistoryQuery{Before: rev + 1, Limit: 1})
+	if err != nil {
+		return Revision{}, false, err
+	}
+	if len(l.Revisions) == 0 || l.Revisions[0].Rev != rev {
+		return Revision{}, false, nil
+	}
+	return l.Revisions[0], true, nil
+}
+
+// Resources returns the resources (type and name, Constraints empty) the
+// changes of a record touch, each once, in order.
+func (r Revision) Resources() []resource.Key {
+	var out []resource.Key
+	seen := map[resource.Key]bool{}
+	for _, c := range r.Changes {
+		k := resource.Key{Type: c.Key.Type, Name: c.Key.Name}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
