@@ -26,6 +26,8 @@ type DB struct {
 	epoch    uint64
 	hooks    Hooks
 	reader   Reader // handed to every Read (a Reader holds nothing of its own)
+	stage    *Stage // the staged revision served (stage.go), or nil
+	outside  Reader // Reader.Outside's view while a revision is staged
 
 	// The hook queue: callers of Subscribe and Unsubscribe with hooks due
 	// take their turn in the order of their state changes (the turn is
@@ -74,6 +76,7 @@ type Hooks struct {
 func New(h Hooks) *DB {
 	d := &DB{tables: map[string]*table{}, interest: map[Key]int{}, hooks: h}
 	d.reader.d = d
+	d.outside.d = d
 	return d
 }
 
@@ -232,6 +235,10 @@ type Update struct {
 	// At is when the change was made, for apply-to-send latency; zero means
 	// now.
 	At time.Time
+	// Stage is the staged revision served from this update on, nil for
+	// none (a server's; a cache's db never has one). Passing the same
+	// pointer again changes nothing.
+	Stage *Stage
 }
 
 // Changed is one pending change a subscriber has been told about.
@@ -333,6 +340,7 @@ func (d *DB) Update(u Update) {
 		m.entry(t, e)
 		t.gc(e)
 	}
+	d.setStage(u.Stage, &m)
 	if d.cache {
 		for _, k := range u.Unknown {
 			if t := d.tables[k.Type]; t != nil && t.known[k.Name] != nil {
@@ -760,7 +768,12 @@ func (d *DB) Read(fn func(r *Reader)) {
 }
 
 // Reader reads contents inside Read; it is valid only there.
-type Reader struct{ d *DB }
+type Reader struct {
+	d *DB
+	// stage, set in the view of a stream outside a staged revision's
+	// canary (Outside), reads what the revision changed as it was.
+	stage *Stage
+}
 
 // Rev is the revision being read.
 func (r *Reader) Rev() int64 { return r.d.rev }
@@ -774,6 +787,9 @@ func (r *Reader) HasTTL(typeURL string) bool {
 
 // Get returns the variant of a resource that matches params, or nil.
 func (r *Reader) Get(typeURL, n string, params constraint.Params) *resource.Variant {
+	if vs, ok := r.prev(typeURL, n); ok {
+		return selectFrom(vs, params)
+	}
 	t := r.d.tables[typeURL]
 	if t == nil {
 		return nil
@@ -797,6 +813,9 @@ func (r *Reader) ChangedAt(typeURL, n string) int64 {
 
 // Variants returns every variant of a resource.
 func (r *Reader) Variants(typeURL, n string) []*resource.Variant {
+	if vs, ok := r.prev(typeURL, n); ok {
+		return vs
+	}
 	t := r.d.tables[typeURL]
 	if t == nil {
 		return nil
@@ -812,7 +831,11 @@ func (r *Reader) Variants(typeURL, n string) []*resource.Variant {
 func (r *Reader) All(typeURL string, params constraint.Params, fn func(*resource.Variant)) {
 	t := r.d.tables[typeURL]
 	for _, n := range r.Names(typeURL) {
-		if v := t.entries[n].selectVariant(params); v != nil {
+		if r.stage != nil {
+			if v := r.Get(typeURL, n, params); v != nil {
+				fn(v)
+			}
+		} else if v := t.entries[n].selectVariant(params); v != nil {
 			fn(v)
 		}
 	}
@@ -822,7 +845,7 @@ func (r *Reader) All(typeURL string, params constraint.Params, fn func(*resource
 func (r *Reader) Names(typeURL string) []string {
 	t := r.d.tables[typeURL]
 	if t == nil {
-		return nil
+		return r.stagedNames(typeURL, nil, func(string) bool { return true })
 	}
 	names := make([]string, 0, len(t.entries))
 	for n, e := range t.entries {
@@ -831,7 +854,7 @@ func (r *Reader) Names(typeURL string) []string {
 		}
 	}
 	sort.Strings(names)
-	return names
+	return r.stagedNames(typeURL, names, func(string) bool { return true })
 }
 
 // GlobMembers calls fn with the variant matching params of every member of
@@ -839,7 +862,11 @@ func (r *Reader) Names(typeURL string) []string {
 func (r *Reader) GlobMembers(typeURL, globURL string, params constraint.Params, fn func(*resource.Variant)) {
 	t := r.d.tables[typeURL]
 	for _, n := range r.GlobNames(typeURL, globURL) {
-		if v := t.globs[globURL].members[n].selectVariant(params); v != nil {
+		if r.stage != nil {
+			if v := r.Get(typeURL, n, params); v != nil {
+				fn(v)
+			}
+		} else if v := t.globs[globURL].members[n].selectVariant(params); v != nil {
 			fn(v)
 		}
 	}
@@ -848,16 +875,16 @@ func (r *Reader) GlobMembers(typeURL, globURL string, params constraint.Params, 
 // GlobNames lists the members of a glob collection, in order.
 func (r *Reader) GlobNames(typeURL, globURL string) []string {
 	t := r.d.tables[typeURL]
-	if t == nil || t.globs[globURL] == nil {
-		return nil
+	var names []string
+	if t != nil && t.globs[globURL] != nil {
+		g := t.globs[globURL]
+		names = make([]string, 0, len(g.members))
+		for n := range g.members {
+			names = append(names, n)
+		}
+		sort.Strings(names)
 	}
-	g := t.globs[globURL]
-	names := make([]string, 0, len(g.members))
-	for n := range g.members {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return r.stagedNames(typeURL, names, func(n string) bool { g, ok := InGlob(n); return ok && g == globURL })
 }
 
 // Types lists the types with contents, for admin listings.

@@ -51,6 +51,9 @@ type Server struct {
 	revCond chan struct{} // closed when rev advances, or following ends
 	why     error         // why following ended (nil while it runs)
 	err     error         // the failure that ended it, for Err
+
+	curStage  *db.Stage      // the stage the db serves (follow's own)
+	stagedRec store.Revision // its record (Rev 0: none), under mu
 }
 
 // New assembles a server of st. It follows nothing until Start, so that a
@@ -81,9 +84,15 @@ func (s *Server) Start() {
 		s.mu.Lock()
 		s.cancel = cancel
 		s.mu.Unlock()
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			s.watchStage(ctx)
+		}()
 		go func() {
 			defer close(s.stopped)
 			s.follow(ctx)
+			<-watched
 		}()
 	})
 }
@@ -150,7 +159,7 @@ func (s *Server) follow(ctx context.Context) {
 			s.end(err, err)
 			return
 		}
-		s.db.Update(db.Update{Rev: cs.Rev, Reset: cs.Reset, Puts: cs.Puts, Deletes: cs.Deletes})
+		s.db.Update(db.Update{Rev: cs.Rev, Reset: cs.Reset, Puts: cs.Puts, Deletes: cs.Deletes, Stage: s.stageAt(ctx, cs.Rev)})
 		if !s.ready.Swap(true) {
 			s.log.Info("store loaded", "revision", cs.Rev, "variants", len(cs.Puts))
 		}

@@ -49,6 +49,11 @@ type memoKey struct {
 	deferRm   bool
 	dncSince  int64  // HonorDoNotCache: the revision the watches began at
 	identity  string // with a Guard: what a stream may see depends on it
+	// canary, with a revision staged for N% or node=, is 1 for a stream
+	// in the canary and 2 for one outside it: they see different
+	// variants of what it changed. (A param= canary chooses by the
+	// parameters, which the signature holds.)
+	canary int8
 }
 
 type memoEntry struct {
@@ -159,6 +164,12 @@ func (s *stream) compute(r *db.Reader, ts *typeState, rev int64, version string,
 	k, ok := memoKeyFor(s, ts, rev, deferRm)
 	if !ok {
 		return own()
+	}
+	if st := r.Stage(); st != nil && st.Canary.PerNode() {
+		k.canary = 2
+		if st.Canary.Match(s.node.GetId(), nil) {
+			k.canary = 1
+		}
 	}
 	e, first := s.srv.memo.get(k)
 	switch {

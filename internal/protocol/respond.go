@@ -298,7 +298,7 @@ func (s *stream) computeSotW(r *db.Reader, ts *typeState, version string, deferR
 			only[n] = struct{}{}
 		}
 	}
-	w := ts.desire(r, intent{only: only, sotw: true, wrapAll: s.wrap, ttl: s.ttl, honorDNC: s.srv.policy.HonorDoNotCache, hidden: s.hidden(ts.typ.URL)})
+	w := ts.desire(r, intent{only: only, sotw: true, wrapAll: s.wrap, ttl: s.ttl, honorDNC: s.srv.policy.HonorDoNotCache, hidden: s.hidden(ts.typ.URL), node: s.node.GetId()})
 	if len(ts.forceWatches) > 0 {
 		full = true // a new watch: the full state comes from desire's forced items
 	}
@@ -405,7 +405,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 	if !full {
 		only = ts.dirty
 	}
-	w := ts.desire(r, intent{only: only, ttl: s.ttl && ts.typ.URL != resource.VirtualHostURL, honorDNC: s.srv.policy.HonorDoNotCache, hidden: s.hidden(ts.typ.URL)})
+	w := ts.desire(r, intent{only: only, ttl: s.ttl && ts.typ.URL != resource.VirtualHostURL, honorDNC: s.srv.policy.HonorDoNotCache, hidden: s.hidden(ts.typ.URL), node: s.node.GetId()})
 	resp := &response{typeURL: ts.typ.URL, version: version}
 	rem := &response{typeURL: ts.typ.URL, version: version}
 

@@ -436,6 +436,10 @@ type intent struct {
 	// hidden, if set, names what the policy denies the client: answered
 	// as if it did not exist.
 	hidden func(string) bool
+	// node is the stream's node id: with a revision staged, it and each
+	// watch's parameters say whether the watch is answered from the
+	// canary's view or from the view outside it (db.Reader.Outside).
+	node string
 }
 
 // desire computes what the client should hold: for every watch, or only
@@ -443,7 +447,14 @@ type intent struct {
 func (ts *typeState) desire(r *db.Reader, in intent) *want {
 	d := &desirer{ts: ts, r: r, in: in, typeURL: ts.typ.URL,
 		w: &want{absent: map[string]bool{}, globs: map[string]bool{}}}
+	stage := r.Stage()
 	for _, wt := range d.watches() {
+		if stage != nil {
+			d.r = r
+			if !stage.Canary.Match(in.node, wt.Params) {
+				d.r = r.Outside()
+			}
+		}
 		k := wt.Kind
 		if k == db.VHDS && in.sotw {
 			// On-demand VHDS is delta only (docs/protocol.md §5.1): its answers

@@ -75,6 +75,9 @@ type Report struct {
 	// Unserved counts streams in state Unserved.
 	Unserved int     `json:"unserved,omitempty"`
 	Entries  []Entry `json:"clients"`
+	// Stage, for a revision applied with --canary, is where it stands;
+	// the counts and entries are then the canary's streams only.
+	Stage *Stage `json:"stage,omitempty"`
 }
 
 // Lookup returns the current variants of a resource.

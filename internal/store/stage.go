@@ -118,3 +118,80 @@ func (r Revision) Resources() []resource.Key {
 	}
 	return out
 }
+
+// stateOf returns the variants of the resources keys at revision rev, by
+// resource (each sorted by constraint key), reading one resource at a
+// time: a canary is a change to a few resources, and the whole state can
+// be large.
+func stateOf(ctx context.Context, s Store, rev int64, keys []resource.Key) (map[resource.Key][]*resource.Variant, error) {
+	out := make(map[resource.Key][]*resource.Variant, len(keys))
+	for _, k := range keys {
+		vs, err := s.StateAt(ctx, rev, Filter{Type: k.Type, Name: k.Name})
+		if err != nil {
+			return nil, fmt.Errorf("the variants of %s before staged revision %d: %w", k, rev+1, err)
+		}
+		out[k] = vs
+	}
+	return out, nil
+}
+
+// PrevOf returns, for each resource the staged revision rec changed, its
+// variants before it: what streams outside the canary are served.
+func PrevOf(ctx context.Context, s Store, rec Revision) (map[resource.Key][]*resource.Variant, error) {
+	return stateOf(ctx, s, rec.Rev-1, rec.Resources())
+}
+
+// PromoteBatch is the batch that promotes the staged revision rec: what
+// it changed, put again with the same content and touched (Batch.Touch),
+// so that it becomes a revision of its own served to every stream. It
+// applies only while rec is still the store's latest revision.
+func PromoteBatch(ctx context.Context, s Store, rec Revision, a Audit) (Batch, error) {
+	now, err := stateOf(ctx, s, rec.Rev, rec.Resources())
+	if err != nil {
+		return Batch{}, err
+	}
+	b := Batch{IfRev: rec.Rev, Audit: a, Touch: map[resource.Key]bool{}}
+	for _, k := range rec.Resources() {
+		b.Puts = append(b.Puts, now[k]...)
+	}
+	for _, c := range rec.Changes {
+		if c.Op != Deleted {
+			b.Touch[c.Key] = true
+		}
+	}
+	if len(b.Touch) == 0 {
+		// Only variants went away: every variant of the resources left
+		// is stamped anew, so that the promote is still a revision.
+		for _, v := range b.Puts {
+			b.Touch[v.Key()] = true
+		}
+	}
+	if len(b.Puts) == 0 {
+		return Batch{}, fmt.Errorf("staged revision %d only deleted resources: there is nothing to promote; abort it, or delete them without --canary", rec.Rev)
+	}
+	return b, nil
+}
+
+// AbortBatch is the batch that aborts the staged revision rec: the
+// variants it replaced put back and those it created deleted, as a
+// rollback to the revision before it would, for what it changed only. It
+// applies only while rec is still the store's latest revision.
+func AbortBatch(ctx context.Context, s Store, rec Revision, a Audit) (Batch, error) {
+	keys := rec.Resources()
+	old, err := stateOf(ctx, s, rec.Rev-1, keys)
+	if err != nil {
+		return Batch{}, err
+	}
+	now, err := stateOf(ctx, s, rec.Rev, keys)
+	if err != nil {
+		return Batch{}, err
+	}
+	var ov, nv []*resource.Variant
+	for _, k := range keys {
+		ov = append(ov, old[k]...)
+		nv = append(nv, now[k]...)
+	}
+	b := StateBatch(ov, nv)
+	b.IfRev, b.Audit = rec.Rev, a
+	return b, nil
+}

@@ -1,0 +1,204 @@
+package origin_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/internal/canary"
+	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/storetest"
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// CanaryNodes returns n node ids in a 25% canary and m outside it,
+// chosen with the function the server uses (canary.Bucket).
+func canaryNodes(n, m int) (in, out []string) {
+	for i := 0; len(in) < n || len(out) < m; i++ {
+		id := fmt.Sprintf("node-%d", i)
+		if canary.Bucket(id) < 25 {
+			if len(in) < n {
+				in = append(in, id)
+			}
+		} else if len(out) < m {
+			out = append(out, id)
+		}
+	}
+	return in, out
+}
+
+// seen is what one SotW stream was sent of cluster c: each response's
+// version and the cluster's alt_stat_name (its tag). It is read, and the
+// responses ACKed, on the test's goroutine (drain).
+type seen struct {
+	tags []string
+	vers []string
+	c    *protocoltest.SotW
+}
+
+// drain records and ACKs every response that has arrived.
+func (s *seen) drain() {
+	for {
+		select {
+		case r := <-s.c.Resps:
+			for _, a := range r.Resources {
+				var cl clusterv3.Cluster
+				if proto.Unmarshal(a.Value, &cl) == nil {
+					s.tags = append(s.tags, cl.AltStatName)
+					s.vers = append(s.vers, r.VersionInfo)
+				}
+			}
+			s.c.Ack(r, "c")
+		default:
+			return
+		}
+	}
+}
+
+func (s *seen) last() (string, string) {
+	s.drain()
+	if len(s.tags) == 0 {
+		return "", ""
+	}
+	return s.tags[len(s.tags)-1], s.vers[len(s.vers)-1]
+}
+
+// follow subscribes a SotW stream of node id to cluster c.
+func follow(t *testing.T, conn *grpc.ClientConn, id string) *seen {
+	c := protocoltest.NewSotW(t, conn, protocoltest.Node(id, nil))
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}})
+	return &seen{c: c}
+}
+
+func waitTag(t *testing.T, ss []*seen, tag string) {
+	t.Helper()
+	for _, s := range ss {
+		testutil.Eventually(t, "a stream to be sent "+tag, func() bool { got, _ := s.last(); return got == tag })
+	}
+}
+
+func stageBatch(o *testorigin.Origin, tag, spec string) store.Batch {
+	return store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "", tag)}, IfRev: o.St.Rev(),
+		Audit: store.Audit{Via: "apply --canary " + spec, Stage: &store.Stage{State: store.StateStaged, Canary: spec}}}
+}
+
+// A revision staged for 25% reaches only the streams whose node ids are
+// in the canary; the others keep their variant and version, across a
+// restart; a promote reaches them; an abort puts the canary back on what
+// it had; outside streams never see what was aborted.
+func TestStagedRevisionServing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := testorigin.Start(t)
+	o.Commit(store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "", "v1")}})
+	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	inIDs, outIDs := canaryNodes(2, 3)
+	var in, out []*seen
+	for _, id := range inIDs {
+		in = append(in, follow(t, conn, id))
+	}
+	for _, id := range outIDs {
+		out = append(out, follow(t, conn, id))
+	}
+	waitTag(t, append(in, out...), "v1")
+	_, v1 := out[0].last()
+
+	o.Commit(stageBatch(o, "v2", "25%"))
+	staged := o.St.Rev()
+	waitTag(t, in, "v2")
+	for _, s := range out {
+		if tag, ver := s.last(); tag != "v1" || ver != v1 {
+			t.Fatalf("outside the canary: %s at %s, want v1 at %s", tag, ver, v1)
+		}
+	}
+	if rec, ok := o.Srv.StagedRevision(); !ok || rec.Rev != staged {
+		t.Fatalf("StagedRevision: %v %v, want %d", rec.Rev, ok, staged)
+	}
+
+	// A restart keeps the stage: the canary streams reconnect to v2, the
+	// others to v1.
+	for _, s := range out {
+		s.drain()
+	}
+	o.Stop()
+	o.Start()
+	conn2, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	var in2, out2 []*seen
+	for _, id := range inIDs {
+		in2 = append(in2, follow(t, conn2, id))
+	}
+	for _, id := range outIDs {
+		out2 = append(out2, follow(t, conn2, id))
+	}
+	waitTag(t, in2, "v2")
+	waitTag(t, out2, "v1")
+
+	// Promote: everyone on v2, at the promote's version.
+	for _, s := range out2 {
+		s.drain()
+		for _, tag := range s.tags {
+			if tag != "v1" {
+				t.Fatalf("outside the canary, before the promote: sent %v", s.tags)
+			}
+		}
+	}
+	rec, _ := o.Srv.StagedRevision()
+	b, err := store.PromoteBatch(ctx, o.St, rec, store.Audit{Via: "test promote", Stage: &store.Stage{State: store.StatePromoted, Of: rec.Rev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Commit(b)
+	waitTag(t, append(in2, out2...), "v2")
+	for _, s := range out2 {
+		if _, ver := s.last(); ver != fmt.Sprint(o.St.Rev()) {
+			t.Errorf("after the promote: version %s, want %d", ver, o.St.Rev())
+		}
+	}
+	if _, ok := o.Srv.StagedRevision(); ok {
+		t.Error("still staged after the promote")
+	}
+
+	// Stage v3 and abort it: the canary goes back to v2, the others
+	// never see v3.
+	o.Commit(stageBatch(o, "v3", "25%"))
+	waitTag(t, in2, "v3")
+	rec, _ = o.Srv.StagedRevision()
+	b, err = store.AbortBatch(ctx, o.St, rec, store.Audit{Via: "test abort", Stage: &store.Stage{State: store.StateAborted, Of: rec.Rev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Commit(b)
+	waitTag(t, append(in2, out2...), "v2")
+	for _, s := range append(out, out2...) {
+		for _, tag := range s.tags {
+			if tag == "v3" {
+				t.Errorf("a stream outside the canary was sent the aborted v3: %v", s.tags)
+			}
+		}
+	}
+	for _, s := range out {
+		for _, tag := range s.tags {
+			if tag == "v2" {
+				t.Errorf("a stream outside the canary was sent v2 before the promote: %v", s.tags)
+			}
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package rollout
+
+import (
+	"time"
+
+	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/canary"
+)
+
+// Stage is where a staged revision stands (docs/rollouts.md), beside its
+// rollout: GET /v1/rollout, xdsd apply --canary --wait and status show it.
+type Stage struct {
+	// State is staged, promoted or aborted (store.StateStaged…).
+	State       string `json:"state"`
+	Canary      string `json:"canary"`
+	Bake        string `json:"bake,omitempty"`
+	AbortOnNack bool   `json:"abort_on_nack,omitempty"`
+	// BakeEnds is when the server may promote it by itself.
+	BakeEnds *time.Time `json:"bake_ends,omitempty"`
+	// ClosedBy is the revision that promoted or aborted it; Via says who
+	// made that revision, and Reason why, when the server did.
+	ClosedBy int64  `json:"closed_by,omitempty"`
+	Via      string `json:"via,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Canary returns rep with only the entries of streams in the canary of
+// spec, recounted. A stream is in it by its node id (N%, node=), or by
+// its node's parameters (param=): the engine itself chooses by each
+// subscription's parameter set, which a report does not hold, so for a
+// client that sends TP2 parameters per subscription the report of a
+// param= canary is by its node's.
+func Canary(rep Report, spec canary.Spec) Report {
+	out := Report{Revision: rep.Revision, Entries: []Entry{}, Stage: rep.Stage}
+	for _, e := range rep.Entries {
+		if !spec.Match(e.Node, constraint.Params(e.Params)) {
+			continue
+		}
+		out.Entries = append(out.Entries, e)
+		switch e.State {
+		case Acked:
+			out.Acked++
+		case Nacked:
+			out.Nacked++
+		case Unserved:
+			out.Unserved++
+		default:
+			out.Pending++
+		}
+	}
+	out.Done = out.Pending == 0
+	return out
+}
