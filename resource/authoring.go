@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/protojsonerr"
@@ -33,21 +32,7 @@ type Document struct {
 	Raw json.RawMessage
 
 	text    *docText
-	resPath string       // where the payload is in the document: "" or "resource"
-	anys    *decodedAnys // the Any values validation decoded
-}
-
-// AnyMessage returns the contents of a, a google.protobuf.Any inside
-// d.Message, decoded: the message the validation of the document decoded
-// when it kept it (documents DecodeReaderPrepared hands to its prepare
-// function; shared: read it, do not change it), else decoded now.
-func (d *Document) AnyMessage(a *anypb.Any) (proto.Message, error) {
-	if d.anys != nil {
-		if m := d.anys.find(a.GetTypeUrl(), a.GetValue()); m != nil {
-			return m, nil
-		}
-	}
-	return anypb.UnmarshalNew(a, proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes})
+	resPath string // where the payload is in the document: "" or "resource"
 }
 
 // ErrorAt is an error about a field of the payload (a path from the

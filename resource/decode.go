@@ -10,27 +10,28 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/docprep"
 	"github.com/xdsd/xdsd/resource/internal/pbjson"
 )
 
 // decodeDoc decodes and validates one document.
 //
-// With keepAnys, the document keeps the contents of the Any values its
-// validation decoded, for AnyMessage (the client checks read them:
-// DecodeReaderPrepared).
+// With keepAnys, it also returns the contents of the Any values the
+// validation decoded, for a docprep.Reader's Prepare (the client checks
+// read them).
 //
 // It goes step by step, each a method of docDecoder that returns false
 // when the document cannot go further (its errors are then in d.errs):
 // the JSON (syntax, repeated keys), the wrapper, the payload's type, the
 // type it is served as, the payload, the name, and validation.
-func decodeDoc(t *docText, keepAnys bool) (*Document, ErrorList) {
+func decodeDoc(t *docText, keepAnys bool) (*Document, *docprep.Anys, ErrorList) {
 	d := docDecoder{t: t, js: t.js}
 	if !d.checkJSON() || !d.readWrapper() || !d.payloadType() || !d.servedType() || !d.decodePayload() || !d.resolveName() {
-		return nil, d.errs
+		return nil, nil, d.errs
 	}
 	anys := d.validate(keepAnys)
 	if len(d.errs) > 0 {
-		return nil, d.errs
+		return nil, nil, d.errs
 	}
 	body := d.body
 	if body == nil {
@@ -39,7 +40,7 @@ func decodeDoc(t *docText, keepAnys bool) (*Document, ErrorList) {
 	v := NewVariant(d.typ, d.canon, d.cons, "", d.payloadURL, body)
 	v.DoNotCache = d.dnc
 	v.TTL = d.ttl
-	return &Document{Location: t.loc, Variant: v, Message: d.msg, Raw: d.js, text: t, resPath: d.resPath, anys: anys}, nil
+	return &Document{Location: t.loc, Variant: v, Message: d.msg, Raw: d.js, text: t, resPath: d.resPath}, anys, nil
 }
 
 // docDecoder is one document being decoded: what each step of decodeDoc
@@ -352,9 +353,9 @@ func (d *docDecoder) resolveName() bool {
 // validate checks the message (a collection's entries were checked one
 // by one) and a redirect, and returns the Any contents the check decoded
 // when keepAnys.
-func (d *docDecoder) validate(keepAnys bool) *decodedAnys {
+func (d *docDecoder) validate(keepAnys bool) *docprep.Anys {
 	t := d.t
-	var anys *decodedAnys
+	var anys *docprep.Anys
 	if d.body == nil {
 		// The walk of the validation reads the encoding, which the fast
 		// path made.

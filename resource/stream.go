@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/xdsd/xdsd/internal/docprep"
 )
 
 // This file reads sources as streams: a source of any size is decoded a
@@ -97,16 +99,15 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // at it; a *ReadError; or an ErrorList of every invalid
 // document. A caller applying a batch must apply nothing unless it
 // returns nil. Set checks (SetCheck) are the caller's.
+//
+// Within the module, a reader that implements docprep.Reader has each
+// valid document prepared on the goroutine that decoded it, with the Any
+// values its validation decoded (the client checks).
 func DecodeReader(source string, r io.Reader, f Format, fn func(*Document) error) error {
-	return DecodeReaderPrepared(source, r, f, nil, fn)
-}
-
-// DecodeReaderPrepared is DecodeReader calling prepare, when not nil, with
-// each valid document on the goroutine that decoded it, in parallel with
-// the others and before fn has it: for work on one document that needs
-// none of the others (prepare must be safe to call concurrently).
-func DecodeReaderPrepared(source string, r io.Reader, f Format, prepare func(*Document), fn func(*Document) error) error {
-	st := &stream{source: source, fn: fn, prepare: prepare}
+	st := &stream{source: source, fn: fn}
+	if p, ok := r.(docprep.Reader[*Document]); ok {
+		st.prepare = p.Prepare
+	}
 	if err := st.run(r, f); err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ const maxErrors = 1000
 type stream struct {
 	source   string
 	fn       func(*Document) error
-	prepare  func(*Document) // nil, or called on the decoding goroutine
+	prepare  func(*Document, *docprep.Anys) // nil, or called on the decoding goroutine
 	errs     ErrorList
 	dropped  int
 	reparsed atomic.Int32
@@ -151,10 +152,10 @@ type job struct {
 
 func (st *stream) work(j *job) {
 	keep := func(t *docText) {
-		d, errs := decodeDoc(t, st.prepare != nil)
+		d, anys, errs := decodeDoc(t, st.prepare != nil)
 		if d != nil {
 			if st.prepare != nil {
-				st.prepare(d)
+				st.prepare(d, anys)
 			}
 			j.docs = append(j.docs, d)
 		}

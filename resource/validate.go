@@ -1,7 +1,6 @@
 package resource
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsd/xdsd/internal/docprep"
 	"github.com/xdsd/xdsd/internal/protowalk"
 )
 
@@ -66,11 +66,11 @@ func validateAuthored(m proto.Message, b []byte, level, limit int) []FieldError 
 
 // validateKeeping is validateAuthored, which also returns, if keep, the
 // contents of the Any values it decoded.
-func validateKeeping(m proto.Message, b []byte, level, limit int, keep bool) ([]FieldError, *decodedAnys) {
+func validateKeeping(m proto.Message, b []byte, level, limit int, keep bool) ([]FieldError, *docprep.Anys) {
 	w := walkers.Get().(*walker)
 	*w = walker{limit: limit}
 	if keep {
-		w.anys = &decodedAnys{}
+		w.anys = &docprep.Anys{}
 	}
 	w.segs = w.seg0[:0]
 	w.validate(m, b, 0, level)
@@ -78,28 +78,6 @@ func validateKeeping(m proto.Message, b []byte, level, limit int, keep bool) ([]
 	w.out, w.segs, w.anys = nil, nil, nil
 	walkers.Put(w)
 	return out, anys
-}
-
-// decodedAnys are the contents of the Any values of a document, decoded
-// once (for their validation) and shared with what reads the document
-// next (Document.AnyMessage), by the bytes they were decoded from.
-type decodedAnys struct {
-	list []decodedAny
-}
-
-type decodedAny struct {
-	url   string
-	value []byte
-	m     proto.Message
-}
-
-func (d *decodedAnys) find(url string, value []byte) proto.Message {
-	for _, a := range d.list {
-		if a.url == url && bytes.Equal(a.value, value) {
-			return a.m
-		}
-	}
-	return nil
 }
 
 // walkers are reused: a walker is larger than most documents' findings.
@@ -124,9 +102,9 @@ type pathSeg struct {
 type walker struct {
 	out     []FieldError
 	segs    []pathSeg
-	limit   int          // MaxNesting, or 0 for no limit
-	tooDeep bool         // the limit was reported: once is enough
-	anys    *decodedAnys // the Any values decoded, when kept
+	limit   int           // MaxNesting, or 0 for no limit
+	tooDeep bool          // the limit was reported: once is enough
+	anys    *docprep.Anys // the Any values decoded, when kept
 	seg0    [16]pathSeg
 }
 
@@ -462,15 +440,10 @@ func (w *walker) message(b []byte, kid *shape, anys, level int) {
 	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(value, inner); err != nil {
 		return
 	}
-	if w.anys != nil && len(w.anys.list) < maxKeptAnys {
-		w.anys.list = append(w.anys.list, decodedAny{url: url, value: value, m: inner})
+	if w.anys != nil {
+		w.anys.Keep(url, value, inner)
 	}
 	// A client decodes an Any's contents on their own: their levels count
 	// from 1.
 	w.validate(inner, value, anys+1, 1)
 }
-
-// maxKeptAnys bounds the Any values a document keeps decoded (they are
-// looked up one by one): past it, the rest are decoded again when asked
-// for.
-const maxKeptAnys = 16

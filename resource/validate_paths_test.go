@@ -1,6 +1,7 @@
 package resource_test
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsd/xdsd/internal/docprep"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -59,10 +61,21 @@ func TestValidatePathsCountEachList(t *testing.T) {
 	}
 }
 
-// AnyMessage gives the contents of an Any of a document handed to a
-// prepare function as validation decoded them (the same message each
-// time), and decodes any other, and those of documents decoded without.
-func TestDocumentAnyMessage(t *testing.T) {
+// keeping is a source whose documents are prepared (docprep.Reader):
+// it keeps the last document and the Any values its validation decoded.
+type keeping struct {
+	io.Reader
+	d    *resource.Document
+	anys *docprep.Anys
+}
+
+func (k *keeping) Prepare(d *resource.Document, anys *docprep.Anys) { k.d, k.anys = d, anys }
+
+// A docprep.Reader is handed, with each document, the contents of its Any
+// values as validation decoded them (the same message each time); they
+// decode any other, and a nil set (a document decoded without a
+// docprep.Reader) decodes everything.
+func TestPreparedAnys(t *testing.T) {
 	const src = `"@type": type.googleapis.com/envoy.config.listener.v3.Listener
 name: l
 address: {socket_address: {address: 0.0.0.0, port_value: 80}}
@@ -75,35 +88,34 @@ filter_chains:
       rds: {route_config_name: r, config_source: {ads: {}}}
       http_filters: [{name: router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 `
+	k := &keeping{Reader: strings.NewReader(src)}
 	var d *resource.Document
-	err := resource.DecodeReaderPrepared("l.yaml", strings.NewReader(src), resource.Auto, func(*resource.Document) {},
-		func(doc *resource.Document) error { d = doc; return nil })
+	err := resource.DecodeReader("l.yaml", k, resource.Auto, func(doc *resource.Document) error { d = doc; return nil })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if k.d != d || k.anys == nil {
+		t.Fatalf("prepared %p with %v, want the document handed on (%p) with its Any values", k.d, k.anys, d)
 	}
 	a := d.Message.(*listenerv3.Listener).GetFilterChains()[0].GetFilters()[0].GetTypedConfig()
-	m1, err := d.AnyMessage(a)
+	m1, err := k.anys.Unpack(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, _ := d.AnyMessage(a)
+	m2, _ := k.anys.Unpack(a)
 	want, _ := a.UnmarshalNew()
 	if m1 != m2 || !proto.Equal(m1, want) {
-		t.Errorf("AnyMessage: %v and %v, want the same message, equal to %v", m1, m2, want)
+		t.Errorf("Unpack: %v and %v, want the same message, equal to %v", m1, m2, want)
 	}
-	docs, err := resource.Decode("l.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a = docs[0].Message.(*listenerv3.Listener).GetFilterChains()[0].GetFilters()[0].GetTypedConfig()
-	if m, err := docs[0].AnyMessage(a); err != nil || !proto.Equal(m, want) {
-		t.Errorf("AnyMessage of a document decoded without prepare: %v %v", m, err)
+	var none *docprep.Anys
+	if m, err := none.Unpack(a); err != nil || !proto.Equal(m, want) || m == m1 {
+		t.Errorf("Unpack without kept values: %v %v", m, err)
 	}
 	other, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := d.AnyMessage(other); err != nil || m.(*hcmv3.HttpConnectionManager).GetStatPrefix() != "other" {
+	if m, err := k.anys.Unpack(other); err != nil || m.(*hcmv3.HttpConnectionManager).GetStatPrefix() != "other" {
 		t.Errorf("an Any not in the document: %v %v", m, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/xdsd/xdsd/internal/clientcheck"
+	"github.com/xdsd/xdsd/internal/docprep"
 	"github.com/xdsd/xdsd/internal/refs"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -49,11 +50,22 @@ type batch struct {
 	prewrite store.Prewrite
 }
 
-func (b *batch) prepare(d *resource.Document) {
-	p := b.check.Prepare(d)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.prepared[d] = p
+// preparing is a source whose documents the client checks prepare as
+// they are decoded (resource.DecodeReader calls Prepare).
+type preparing struct {
+	io.Reader
+	b *batch
+}
+
+var _ docprep.Reader[*resource.Document] = preparing{}
+
+// Prepare does the checks' work on d alone, with the Any values its
+// validation decoded.
+func (p preparing) Prepare(d *resource.Document, anys *docprep.Anys) {
+	pd := p.b.check.Prepare(d, anys)
+	p.b.mu.Lock()
+	defer p.b.mu.Unlock()
+	p.b.prepared[d] = pd
 }
 
 func (b *batch) add(d *resource.Document) error {
@@ -85,14 +97,13 @@ func (r *rejected) Error() string {
 
 // read decodes one source into the batch, collecting its problems.
 func (b *batch) read(source string, r io.Reader, f resource.Format) error {
-	var prepare func(*resource.Document)
 	if b.check != nil {
-		prepare = b.prepare
 		if b.prepared == nil {
 			b.prepared = map[*resource.Document]*clientcheck.Prepared{}
 		}
+		r = preparing{Reader: r, b: b}
 	}
-	err := resource.DecodeReaderPrepared(source, r, f, prepare, b.add)
+	err := resource.DecodeReader(source, r, f, b.add)
 	var l resource.ErrorList
 	if errors.As(err, &l) {
 		b.errs = append(b.errs, l...)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/docprep"
 	"github.com/xdsd/xdsd/internal/refs"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -126,7 +127,7 @@ func (k *Checker) add(f Finding) {
 
 // Add checks a document of the batch and keeps what the checks across
 // resources need of it.
-func (k *Checker) Add(d *resource.Document) { k.AddPrepared(d, k.Prepare(d)) }
+func (k *Checker) Add(d *resource.Document) { k.AddPrepared(d, k.Prepare(d, nil)) }
 
 // Prepared is what the checker works out of one document on its own
 // (Prepare), before it adds it to what it knows of the others
@@ -140,11 +141,12 @@ type Prepared struct {
 
 // Prepare works out what the checker needs of one document, alone: its
 // references and where they are written, and the findings of the rules
-// that look at one resource. It may be called for several documents at
-// once.
-func (k *Checker) Prepare(d *resource.Document) *Prepared {
+// that look at one resource. anys are the document's Any values its
+// validation decoded (nil: none; the rest are decoded here). It may be
+// called for several documents at once.
+func (k *Checker) Prepare(d *resource.Document, anys *docprep.Anys) *Prepared {
 	v := d.Variant
-	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.OfDecoding(d.Message, d.AnyMessage), Loc: d.Location, Batch: true}
+	e := &refs.Entry{Type: v.Type.URL, Name: v.Name, Constraints: v.Constraints, Refs: refs.OfDecoding(d.Message, anys.Unpack), Loc: d.Location, Batch: true}
 	p := &Prepared{e: e}
 	if len(e.Refs) > 0 {
 		p.pos = make([]refAt, len(e.Refs))

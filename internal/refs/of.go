@@ -46,8 +46,8 @@ type Ref struct {
 func Of(m proto.Message) []Ref { return OfDecoding(m, nil) }
 
 // OfDecoding is Of, with the contents of each Any value decoded by
-// unpack (nil: anypb.UnmarshalNew), such as resource.Document.AnyMessage,
-// which has them decoded already.
+// unpack (nil: anypb.UnmarshalNew), such as docprep.Anys.Unpack, which
+// has those validation decoded already.
 func OfDecoding(m proto.Message, unpack func(*anypb.Any) (proto.Message, error)) []Ref {
 	if m == nil {
 		return nil
