@@ -265,7 +265,17 @@ func call(c *http.Client, req *http.Request, out any) error {
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
+	if wh, ok := out.(*withHeader); ok {
+		wh.Header, out = resp.Header, wh.Body
+	}
 	return json.Unmarshal(body, out)
+}
+
+// withHeader is an answer whose headers the caller reads too: call
+// decodes the body into Body and sets Header.
+type withHeader struct {
+	Body   any
+	Header http.Header
 }
 
 // answerErr is an admin API error answer: its status, and its message

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/rollout"
+	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
@@ -78,5 +83,164 @@ func TestFleetAcrossReplicas(t *testing.T) {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("apply --wait through A lacks %q:\n%s", want, o.stdout)
 		}
+	}
+}
+
+// onReplica connects a gRPC (grpc-go) client to a replica's xDS address
+// and subscribes it to route configuration r with env=ENV; it has
+// ACKed what it got when onReplica returns.
+func onReplica(t *testing.T, xds, node, env string, opts ...grpc.DialOption) *protocoltest.SotW {
+	t.Helper()
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(xds, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := protocoltest.NewSotW(t, conn, protocoltest.Node(node, map[string]string{"env": env}))
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}})
+	c.Ack(c.Recv(), "r")
+	return c
+}
+
+// The guard and the checks of --client auto see every replica: through A,
+// an apply that would leave a client connected to B only without a
+// variant is refused naming it and its replica, and a cluster only a
+// gRPC client NACKs is refused because a grpc-go client is connected to
+// B; without that client it is only a warning.
+func TestGuardAndChecksAcrossReplicas(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("guard")
+	_, admA := startServe(t, "--store", url)
+	xdsB, admB := startServe(t, "--store", url)
+	dir := t.TempDir()
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", writeFile(t, dir, "r.yaml", routes("p1", "t1"))); code != 0 {
+		t.Fatal(errOut)
+	}
+	waitRevision(t, admB, listResources(t, admA, "").Revision)
+	maglev := writeFile(t, dir, "maglev.yaml", cl+"name: m\ntype: EDS\neds_cluster_config: {eds_config: {ads: {}}}\nlb_policy: MAGLEV\n")
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "--dry-run", "-f", maglev); code != 0 {
+		t.Fatalf("a MAGLEV cluster with no client connected: exit %d (want 0: gRPC's rules only warn)\n%s", code, errOut)
+	}
+
+	test := onReplica(t, xdsB, "test-on-b", "test")
+	defer test.Close()
+	prodOnly := writeFile(t, dir, "prod.yaml", "name: r\nconstraints: env=prod\nresource:\n  \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  virtual_hosts: [{name: p2, domains: ['*']}]\n")
+	code, out, errOut := runCmd(t, "apply", "--admin", admA, "-f", prodOnly)
+	if code == 0 || !strings.Contains(errOut, "test-on-b") || !strings.Contains(errOut, "on replica "+admB) || !strings.Contains(errOut, "env=test") {
+		t.Fatalf("an apply through A stranding a client on B: exit %d, want a refusal naming test-on-b on replica %s\n%s%s", code, admB, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "apply", "--admin", admA, "-f", maglev)
+	if code == 0 || !strings.Contains(errOut, "unexpected lbPolicy MAGLEV") || !strings.Contains(errOut, "1 connected grpc-go client") {
+		t.Fatalf("a MAGLEV cluster through A with a grpc-go client on B: exit %d, want a refusal for that group\n%s%s", code, out, errOut)
+	}
+	if l := listResources(t, admA, "?name=m"); len(l.Resources) != 0 {
+		t.Fatalf("a refused batch was stored: %+v", l.Resources)
+	}
+}
+
+// ghostReplica registers, on the store at url, a replica whose admin API
+// does not answer (its port is closed), as a replica that died leaves
+// itself listed until its lease ends; it returns its name.
+func ghostReplica(t *testing.T, url string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	o, err := etcd.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := etcd.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); st.Close() })
+	name := "ghost-" + addr
+	if err := st.Register(ctx, name, "http://"+addr); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// A registered replica that does not answer is named, with why, by
+// status, /v1/groups, /v1/clients, /v1/rollout, the page and apply (its
+// clients were not checked); apply --wait does not report success while
+// it is listed: it exits 4 naming it, though every client that answered
+// ACKed.
+func TestUnreachableReplicaIsNamed(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("ghost")
+	_, admA := startServe(t, "--store", url)
+	xdsB, admB := startServe(t, "--store", url)
+	dir := t.TempDir()
+	file := func(body string) string { return writeFile(t, dir, "batch.yaml", body) }
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "-f", file(routes("p1", "t1"))); code != 0 {
+		t.Fatal(errOut)
+	}
+	waitRevision(t, admB, listResources(t, admA, "").Revision)
+	test := onReplica(t, xdsB, "test-on-b", "test")
+	defer test.Close()
+	ghost := ghostReplica(t, url)
+
+	code, out, errOut := runCmd(t, "status", "--admin", admA)
+	if code != 0 || !strings.Contains(out, "test-on-b") || !strings.Contains(errOut, "replica "+ghost+": ") || !strings.Contains(errOut, "its clients are not listed") {
+		t.Fatalf("status on A with a ghost replica: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("status warns: %s", strings.TrimSpace(errOut))
+	code, out, _ = runCmd(t, "status", "--admin", admA, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"unreachable_replicas"`) || !strings.Contains(out, ghost) {
+		t.Fatalf("status -o json: %s", out)
+	}
+	_, body := httpGet(t, "http://"+admA+"/v1/groups")
+	var gl admin.GroupList
+	if err := json.Unmarshal([]byte(body), &gl); err != nil || len(gl.Groups) != 1 || len(gl.Unreachable) != 1 || gl.Unreachable[0].Replica != ghost || gl.Unreachable[0].Error == "" {
+		t.Fatalf("A's groups: %v %s", err, body)
+	}
+	resp, err := http.Get("http://" + admA + "/v1/clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if inc := resp.Header.Get("X-Xdsd-Incomplete"); !strings.HasPrefix(inc, ghost+": ") {
+		t.Fatalf("/v1/clients: X-Xdsd-Incomplete %q, want it to name %s", inc, ghost)
+	}
+
+	done := make(chan applyOutcome, 1)
+	go func() {
+		var o applyOutcome
+		o.code, o.stdout, o.stderr = runCmd(t, "apply", "--admin", admA, "--wait", "--wait-timeout", "2s", "-f", file(routes("p1", "t2")))
+		done <- o
+	}()
+	test.Ack(test.Recv(), "r")
+	o := <-done
+	if o.code != exitTimeout {
+		t.Fatalf("apply --wait with a ghost replica: exit %d, want %d\n%s%s", o.code, exitTimeout, o.stdout, o.stderr)
+	}
+	for _, want := range []string{"1 ACKed, 0 NACKed, 0 not answered", "UNREACHABLE replica " + ghost} {
+		if !strings.Contains(o.stdout, want) {
+			t.Errorf("apply --wait lacks %q:\n%s", want, o.stdout)
+		}
+	}
+	for _, want := range []string{"replica " + ghost + ": warning: did not answer", "[fleet/unreachable-replica]", "replica " + ghost + " did not answer within 2s"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("apply --wait's errors lack %q:\n%s", want, o.stderr)
+		}
+	}
+	t.Logf("apply --wait: exit %d\n%s%s", o.code, o.stdout, o.stderr)
+	_, body = httpGet(t, "http://"+admA+"/v1/rollout?rev="+fmt.Sprint(listResources(t, admA, "").Revision))
+	var rep rollout.Report
+	if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Done || len(rep.Unreachable) != 1 || rep.Unreachable[0].Replica != ghost {
+		t.Fatalf("/v1/rollout with a ghost replica: %v %s", err, body)
+	}
+	_, page := httpGet(t, "http://"+admA+"/")
+	if !strings.Contains(page, "did not answer") || !strings.Contains(page, ghost) {
+		t.Fatalf("the page does not name the ghost replica:\n%s", page)
 	}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/testutil"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -190,4 +193,125 @@ func TestPageInBrowser(t *testing.T) {
 	if text := eval(`document.body.innerText`); !strings.Contains(text, "Clients (1 matching prod)") || strings.Contains(text, "test-1 "+"\t") {
 		t.Errorf("search by node id:\n%s", text)
 	}
+}
+
+// The page's client list across replicas, in a real browser: replica A
+// serves 2 clients and B 52; A's page lists all 54, 50 at a time (A's
+// first, then B's), each naming its replica in a column of its own, pages
+// on to B's last four by its "next" link, and searches B's clients by
+// node id. A replica that does not answer is named in a banner.
+func TestFleetPageAcrossReplicasInBrowser(t *testing.T) {
+	ctx := browser(t)
+	c := etcdtest.Start(t, 1)
+	url := c.URL("page")
+	xdsA, admA := startServe(t, "--store", url)
+	xdsB, admB := startServe(t, "--store", url)
+	connect := func(xds string, nodes ...string) {
+		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		for _, n := range nodes {
+			s := protocoltest.NewSotW(t, conn, protocoltest.Node(n, map[string]string{"env": "prod"}))
+			t.Cleanup(s.Close)
+			s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL})
+		}
+	}
+	connect(xdsA, "a-1", "a-2")
+	var onB []string
+	for i := 1; i <= 52; i++ {
+		onB = append(onB, fmt.Sprintf("b-%02d", i))
+	}
+	connect(xdsB, onB...)
+	testutil.Eventually(t, "A's page to count every replica's clients", func() bool {
+		_, body := httpGet(t, "http://"+admA+"/v1/clients/page?limit=1")
+		return strings.Contains(body, `"matched": 54`)
+	})
+
+	rows := func() []string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#clients tr")).slice(1).filter(r => r.cells.length > 2 && r.cells[0].querySelector("code")).map(r => r.cells[0].querySelector("code").textContent + " @ " + r.cells[1].textContent.trim()).join("\n")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == "" {
+			return nil
+		}
+		return strings.Split(v, "\n")
+	}
+	want := func(nodes []string, replica string) []string {
+		out := make([]string, len(nodes))
+		for i, n := range nodes {
+			out[i] = n + " @ " + replica
+		}
+		return out
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+admA+"/"), chromedp.WaitVisible(chromedp.ID("clients"))); err != nil {
+		t.Fatal(err)
+	}
+	head, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#clients th")).map(h => h.textContent).join(",")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(head, "node,replica,") {
+		t.Errorf("the clients' columns: %s, want node, then replica", head)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "Clients (54)") {
+		t.Errorf("the page does not count the whole fleet's clients:\n%s", text)
+	}
+	// A's clients first, then B's; within a replica, in connection order
+	// (the order the server took the streams in, not their names').
+	page1 := rows()
+	if len(page1) != 50 || !slices.Equal(sorted(page1[:2]), want([]string{"a-1", "a-2"}, admA)) || len(slices.DeleteFunc(slices.Clone(page1[2:]), func(r string) bool { return strings.HasSuffix(r, " @ "+admB) })) != 0 {
+		t.Errorf("page 1: A's 2 clients, then 48 of B's, each with its replica; got:\n%s", strings.Join(page1, "\n"))
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact(t, "admin-page-replicas-1280.png", shot)
+	if w, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.documentElement.scrollWidth`)); err != nil || w > 1280 {
+		t.Errorf("the page is %v px wide at 1280 (%v)", w, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href^="/?page=2"]`)), chromedp.WaitVisible(chromedp.ID("clients"))); err != nil {
+		t.Fatal(err)
+	}
+	var page2 []string
+	testutil.Eventually(t, "page 2 to show B's last 4 clients", func() bool { page2 = rows(); return len(page2) == 4 })
+	if all := sorted(append(slices.Clone(page1), page2...)); !slices.Equal(all, sorted(append(want([]string{"a-1", "a-2"}, admA), want(onB, admB)...))) {
+		t.Errorf("pages 1 and 2 do not list every client once:\n%s", strings.Join(all, "\n"))
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+admA+"/?node=b-5"), chromedp.WaitVisible(chromedp.ID("clients"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := sorted(rows()); !slices.Equal(got, want([]string{"b-50", "b-51", "b-52"}, admB)) {
+		t.Errorf("searching b-5 through A: %v", got)
+	}
+
+	ghost := ghostReplica(t, url)
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+admA+"/"), chromedp.WaitVisible(chromedp.ID("unreachable"))); err != nil {
+		t.Fatal(err)
+	}
+	banner, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("unreachable").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(banner, "1 registered replica did not answer") || !strings.Contains(banner, ghost) || !strings.Contains(banner, "connection refused") {
+		t.Errorf("the banner: %s", banner)
+	}
+	if got := rows(); !slices.Equal(got, page1) {
+		t.Errorf("with a ghost replica, page 1 changed:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }

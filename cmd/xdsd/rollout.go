@@ -13,7 +13,11 @@ import (
 	"github.com/xdsd/xdsd/internal/rollout"
 )
 
-// Exit codes of apply --wait beyond 0 (every concerned client ACKed).
+// Exit codes of apply --wait beyond 0 (every concerned client ACKed):
+// 3 when a client NACKed; 4 when the rollout is not known to be done
+// within --wait-timeout: a client has not answered, or a registered
+// replica did not answer (whether its clients took the change is
+// unknown).
 const (
 	exitNacked  = 3
 	exitTimeout = 4
@@ -44,6 +48,13 @@ func waitRollout(ac *adminClient, rev int64, timeout time.Duration, w io.Writer)
 	switch {
 	case rep.Nacked > 0:
 		return exitError{exitNacked, fmt.Sprintf("%s NACKed revision %d", plural(rep.Nacked, "client"), rev)}
+	case len(rep.Unreachable) > 0:
+		names := make([]string, len(rep.Unreachable))
+		for i, u := range rep.Unreachable {
+			names[i] = u.Replica
+		}
+		return exitError{exitTimeout, fmt.Sprintf("replica %s did not answer within %v: whether the clients there took revision %d is unknown",
+			strings.Join(names, ", "), timeout, rev)}
 	case !rep.Done:
 		return exitError{exitTimeout, fmt.Sprintf("%d not answered after %v", rep.Pending, timeout)}
 	}
@@ -54,8 +65,17 @@ func waitRollout(ac *adminClient, rev int64, timeout time.Duration, w io.Writer)
 // their reasons, then the clients that did not answer.
 func printRollout(w io.Writer, rep rollout.Report, timeout time.Duration) {
 	total := rep.Acked + rep.Nacked + rep.Pending + rep.Unserved
+	defer func() {
+		for _, u := range rep.Unreachable {
+			fmt.Fprintf(w, "  UNREACHABLE replica %s: %s (its clients' answers are unknown)\n", u.Replica, u.Error)
+		}
+	}()
 	if total == 0 {
-		fmt.Fprintf(w, "rollout of revision %d: no connected client subscribes to what changed\n", rep.Revision)
+		what := "no connected client subscribes to what changed"
+		if len(rep.Unreachable) > 0 {
+			what = "no client of the replicas that answered subscribes to what changed"
+		}
+		fmt.Fprintf(w, "rollout of revision %d: %s\n", rep.Revision, what)
 		return
 	}
 	fmt.Fprintf(w, "rollout of revision %d: %d ACKed, %d NACKed, %d not answered", rep.Revision, rep.Acked, rep.Nacked, rep.Pending)

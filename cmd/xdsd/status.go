@@ -40,6 +40,9 @@ type clientStatus struct {
 type statusReport struct {
 	Summary []typeSummary  `json:"summary"`
 	Clients []clientReport `json:"clients"`
+	// Unreachable are the replicas that did not answer ("NAME: ERROR"):
+	// their clients are not listed.
+	Unreachable []string `json:"unreachable_replicas,omitempty"`
 }
 
 // typeSummary counts the clients of one type by their state.
@@ -92,10 +95,17 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var clients []clientStatus
-	if err := ac.do(httpClient, req, &clients); err != nil {
+	answer := &withHeader{Body: &clients}
+	if err := ac.do(httpClient, req, answer); err != nil {
 		return err
 	}
 	rep := buildStatus(clients, *rev)
+	// A replica that did not answer is named (its clients are missing),
+	// on standard error whatever the format, and in the report.
+	rep.Unreachable = answer.Header.Values("X-Xdsd-Incomplete")
+	for _, u := range rep.Unreachable {
+		fmt.Fprintf(stderr, "xdsd status: warning: replica %s (its clients are not listed)\n", u)
+	}
 	switch *output {
 	case "json":
 		enc := json.NewEncoder(stdout)

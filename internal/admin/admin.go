@@ -56,22 +56,30 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Clients returns the value /v1/clients shows as JSON.
 	Clients func() any
-	// Concerned returns the connected clients subscribed to the resources
-	// named, fleet-wide, each with only those resources' state
-	// (protocol.Server.Concerned): the stranded-client guard asks it.
+	// Concerned returns this process's connected clients subscribed to
+	// the resources named, each with only those resources' state
+	// (protocol.Server.Concerned): the stranded-client guard asks it, and
+	// the other replicas (POST /v1/concerned).
 	Concerned func(ctx context.Context, ch protocol.Changed) ([]protocol.Client, error)
 	// Replicas, when set, lists the other live replicas sharing the
 	// store: their admin API URLs by name. Then /v1/clients, /v1/groups,
-	// /v1/rollout and the page answer for every replica, asking the
-	// others (replicas.go).
+	// /v1/rollout, the page, the stranded-client guard and the checks of
+	// client=auto answer for every replica, asking the others
+	// (replicas.go).
 	Replicas func(ctx context.Context) (map[string]string, error)
-	// Page returns one page of the connected clients (the admin page's
-	// list: a search by node id, and a window of the matches),
-	// fleet-wide.
+	// PeerClient asks the other replicas (PeerClient(nil), trusting the
+	// system's roots, when nil); PeerToken, when set, returns the bearer
+	// token to present to them (xdsd serve --admin-peer-token-file) in
+	// place of the caller's Authorization header.
+	PeerClient *http.Client
+	PeerToken  func() (string, error)
+	// Page returns one page of this process's connected clients (the
+	// admin page's list: a search by node id, and a window of the
+	// matches); the admin API adds the other replicas'.
 	Page func(ctx context.Context, q protocol.ClientQuery) (protocol.ClientPage, error)
-	// Groups returns the connected clients by agent and parameter set,
-	// fleet-wide (every live replica's): GET /v1/groups, and what the
-	// checks of client=auto check for.
+	// Groups returns this process's connected clients by agent and
+	// parameter set; the admin API adds the other replicas' for GET
+	// /v1/groups, the page and what the checks of client=auto check for.
 	Groups func(ctx context.Context) ([]fleet.Group, error)
 	// Upstream returns the value /v1/upstream shows as JSON (a relay's
 	// upstream streams).
@@ -145,6 +153,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/apply", gate.admit(a.apply))
 	mux.HandleFunc("DELETE /v1/resources", gate.admit(a.delete))
 	mux.HandleFunc("GET /v1/clients", a.clients)
+	mux.HandleFunc("GET /v1/clients/page", a.clientPage)
+	mux.HandleFunc("POST /v1/concerned", a.concerned)
 	mux.HandleFunc("GET /v1/groups", a.groups)
 	mux.HandleFunc("GET /v1/history", a.history)
 	// The audit trail (who, from where, when, which revision, what
@@ -526,10 +536,11 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	if !a.watchGuard(w, r, b.batch) {
 		return
 	}
-	if !a.guard(w, r, b.batch) {
+	warn, ok := a.guard(w, r, b.batch)
+	if !ok {
 		return
 	}
-	docs, findings := len(b.batch.Puts), b.findings
+	docs, findings, notes := len(b.batch.Puts), b.findings, append(b.notes, warn...)
 	b.batch.Audit = a.audit(r, "apply")
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
 	gc.Storing()
@@ -555,7 +566,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	for _, f := range findings {
 		fs = append(fs, findingError(f))
 	}
-	writeApplyResult(w, res, fs, listLimit(r))
+	writeApplyResult(w, res, append(fs, notes...), listLimit(r))
 }
 
 // listLimit is the ?list=N of an apply or delete: how many variants of
@@ -673,24 +684,28 @@ func (a *api) watchGuard(w http.ResponseWriter, r *http.Request, b store.Batch) 
 	return false
 }
 
-// guard refuses (409) a batch that would strand connected clients, unless
-// forced; it reports whether the batch may go ahead.
-func (a *api) guard(w http.ResponseWriter, r *http.Request, b store.Batch) bool {
-	err := a.stranded(r.Context(), b)
+// guard refuses (409) a batch that would strand connected clients, on any
+// replica, unless forced; it reports whether the batch may go ahead, and
+// the warnings to answer it with: the replicas that did not answer, whose
+// clients it could not check (a replica that died is listed until its
+// lease ends: refusing would stop every apply meanwhile).
+func (a *api) guard(w http.ResponseWriter, r *http.Request, b store.Batch) ([]DocError, bool) {
+	failed, err := a.stranded(r, b)
+	warn := unreachableNotes(failed, "the stranded-client guard did not check its clients")
 	if err == nil {
-		return true
+		return warn, true
 	}
 	var se *StrandedError
 	if !errors.As(err, &se) {
 		writeError(w, http.StatusInternalServerError, err)
-		return false
+		return nil, false
 	}
 	if r.URL.Query().Get("force") == "true" {
 		a.o.Logger.Warn("forced past the guard: clients left without a variant", "clients", len(se.Clients)+se.More)
-		return true
+		return warn, true
 	}
 	writeError(w, http.StatusConflict, err)
-	return false
+	return nil, false
 }
 
 // servedWait bounds how long an apply waits for its revision to be served;
@@ -730,7 +745,8 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	batch := store.Batch{Deletes: []store.Delete{d}, Audit: a.audit(r, "delete")}
-	if !a.guard(w, r, batch) {
+	warn, ok := a.guard(w, r, batch)
+	if !ok {
 		return
 	}
 	res, err := a.o.Store.Apply(r.Context(), batch)
@@ -744,7 +760,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	a.o.Logger.Info("deleted", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "variants", len(res.Deletes))
 	a.waitServed(r.Context(), res.Rev)
-	writeApplyResult(w, res, nil, listLimit(r))
+	writeApplyResult(w, res, warn, listLimit(r))
 }
 
 func (a *api) clients(w http.ResponseWriter, r *http.Request) {
@@ -752,9 +768,11 @@ func (a *api) clients(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []any{})
 		return
 	}
-	all, err := a.fleetClients(r)
+	all, failed, err := a.fleetClients(r)
 	if err != nil {
-		w.Header().Set("X-Xdsd-Incomplete", err.Error())
+		writeError(w, http.StatusInternalServerError, err)
+		return
 	}
+	markIncomplete(w, failed)
 	writeJSON(w, http.StatusOK, all)
 }

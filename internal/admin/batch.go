@@ -15,6 +15,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/internal/docprep"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/refs"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -35,6 +36,9 @@ type batch struct {
 	errs     resource.ErrorList
 	check    *clientcheck.Checker // nil without client checks
 	findings []clientcheck.Finding
+	// notes are warnings about the checks themselves: replicas whose
+	// clients they could not check for.
+	notes []DocError
 	// dryRun keeps, for a dry run, the checker once its findings are
 	// out, what it refuses, and the store's variants before the batch.
 	dryRun  bool
@@ -130,10 +134,11 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		if err != nil {
 			return http.StatusBadRequest, err
 		}
-		connected, err := a.connectedGroups(r.Context())
+		connected, failed, err := a.connectedGroups(r)
 		if err != nil {
 			return http.StatusBadGateway, fmt.Errorf("reading the connected clients for the checks: %w; nothing was applied", err)
 		}
+		b.notes = append(b.notes, unreachableNotes(failed, "the client checks did not check for its clients")...)
 		b.check = clientcheck.NewFleet(client, append(connected, declared...))
 	} else if q.Get("fleet") != "" {
 		return http.StatusBadRequest, errors.New("fleet= declares clients for the client checks, which client=none (or no client=) turns off")
@@ -185,20 +190,33 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 }
 
 // connectedGroups are the connected clients by agent and parameter set,
-// for the client checks; none when the process has no fleet to ask.
-func (a *api) connectedGroups(ctx context.Context) ([]clientcheck.Group, error) {
+// fleet-wide (every live replica's), for the client checks; none when
+// the process has no fleet to ask. It returns the replicas that did not
+// answer too.
+func (a *api) connectedGroups(r *http.Request) ([]clientcheck.Group, []fleet.Unreachable, error) {
 	if a.o.Groups == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	gs, err := a.o.Groups(ctx)
+	gs, failed, err := a.fleetGroups(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]clientcheck.Group, len(gs))
 	for i, g := range gs {
 		out[i] = clientcheck.Group{Agent: g.Agent, Params: g.Params, Count: g.Count, Samples: g.Nodes}
 	}
-	return out, nil
+	return out, failed, nil
+}
+
+// unreachableNotes are the warnings an apply answers with for replicas
+// that did not answer one of its questions; what says what was missed.
+func unreachableNotes(un []fleet.Unreachable, what string) []DocError {
+	out := make([]DocError, len(un))
+	for i, u := range un {
+		out[i] = DocError{Resource: "replica " + u.Replica, Rule: "fleet/unreachable-replica", Warning: true,
+			Message: fmt.Sprintf("did not answer (%s): %s", u.Error, what)}
+	}
+	return out
 }
 
 // MaxDeclaredGroups bounds the groups a fleet= declaration may hold.

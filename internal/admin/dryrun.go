@@ -48,9 +48,12 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request, b *batch) {
 	for _, f := range b.findings {
 		res.Findings = append(res.Findings, findingError(f))
 	}
+	res.Findings = append(res.Findings, b.notes...)
 	refusal := b.refusal
 	if refusal == nil {
-		if err := a.stranded(r.Context(), b.batch); err != nil {
+		failed, err := a.stranded(r, b.batch)
+		res.Findings = append(res.Findings, unreachableNotes(failed, "the stranded-client guard did not check its clients")...)
+		if err != nil {
 			var se *StrandedError
 			if !errors.As(err, &se) {
 				writeError(w, http.StatusInternalServerError, err)

@@ -11,6 +11,9 @@ import (
 // and parameter set, fleet-wide (every live replica's).
 type GroupList struct {
 	Groups []fleet.Group `json:"groups"`
+	// Unreachable are the replicas that did not answer: their clients
+	// are not counted.
+	Unreachable []fleet.Unreachable `json:"unreachable_replicas,omitempty"`
 }
 
 // groups answers GET /v1/groups from Options.Groups.
@@ -19,16 +22,14 @@ func (a *api) groups(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process serves no clients"))
 		return
 	}
-	gs, err := a.fleetGroups(r)
-	if err != nil && gs == nil {
-		writeError(w, http.StatusBadGateway, err)
+	gs, failed, err := a.fleetGroups(r)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	if err != nil {
-		w.Header().Set("X-Xdsd-Incomplete", err.Error())
-	}
+	markIncomplete(w, failed)
 	if gs == nil {
 		gs = []fleet.Group{}
 	}
-	writeJSON(w, http.StatusOK, GroupList{Groups: gs})
+	writeJSON(w, http.StatusOK, GroupList{Groups: gs, Unreachable: failed})
 }

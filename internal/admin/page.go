@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -106,10 +107,13 @@ type pageData struct {
 	Node       string
 	PageNo     int
 	Prev, Next string // links to the neighbouring pages, when there are
-	Upstreams  []pageUpstream
-	HasStore   bool
-	Degraded   string
-	Errors     []string
+	// Unreachable are the registered replicas that did not answer: the
+	// fleet, the clients and the rollouts shown lack their clients.
+	Unreachable []fleet.Unreachable
+	Upstreams   []pageUpstream
+	HasStore    bool
+	Degraded    string
+	Errors      []string
 }
 
 // asJSON fills out from v's JSON form (a relay's few upstreams).
@@ -208,6 +212,7 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 		}
 		if a.o.Rollout != nil && len(d.Revisions) < pageProgress {
 			rep := a.fleetRollout(r, rev.Rev, rev.Changes)
+			d.unreachable(rep.Unreachable)
 			pr.Rollout = &rep
 			pr.Progress, pr.Nacks, pr.MoreNack = progress(rep)
 		}
@@ -239,10 +244,11 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 // (?node=, a substring of node ids, and ?page=, from 1).
 func (a *api) pageFleet(r *http.Request, d *pageData) {
 	if a.o.Groups != nil {
-		gs, err := a.fleetGroups(r)
+		gs, failed, err := a.fleetGroups(r)
 		if err != nil {
 			d.Errors = append(d.Errors, "groups: "+err.Error())
 		}
+		d.unreachable(failed)
 		if len(gs) > pageGroups {
 			d.MoreGroups = len(gs) - pageGroups
 			gs = gs[:pageGroups]
@@ -258,11 +264,12 @@ func (a *api) pageFleet(r *http.Request, d *pageData) {
 	if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 1 {
 		d.PageNo = n
 	}
-	p, err := a.o.Page(r.Context(), protocol.ClientQuery{Node: d.Node, Offset: (d.PageNo - 1) * pageClients, Limit: pageClients})
+	p, err := a.fleetPage(r, protocol.ClientQuery{Node: d.Node, Offset: (d.PageNo - 1) * pageClients, Limit: pageClients})
 	if err != nil {
 		d.Errors = append(d.Errors, "clients: "+err.Error())
 		return
 	}
+	d.unreachable(p.Unreachable)
 	d.Clients, d.Matched = p.Clients, p.Matched
 	link := func(n int) string {
 		q := url.Values{"page": {strconv.Itoa(n)}}
@@ -276,6 +283,15 @@ func (a *api) pageFleet(r *http.Request, d *pageData) {
 	}
 	if d.PageNo*pageClients < d.Matched {
 		d.Next = link(d.PageNo + 1)
+	}
+}
+
+// unreachable notes replicas that did not answer, each once.
+func (d *pageData) unreachable(un []fleet.Unreachable) {
+	for _, u := range un {
+		if !slices.ContainsFunc(d.Unreachable, func(o fleet.Unreachable) bool { return o.Replica == u.Replica }) {
+			d.Unreachable = append(d.Unreachable, u)
+		}
 	}
 }
 
@@ -385,6 +401,8 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 · <a href="/metrics">metrics</a> · <a href="/v1/resources">resources (JSON)</a> · <a href="/v1/clients">clients (JSON)</a>{{if not .HasStore}} · <a href="/v1/upstream">upstream (JSON)</a>{{end}}</p>
 {{if .Degraded}}<p class="banner">degraded: {{.Degraded}}</p>{{end}}
 {{range .Errors}}<p class="bad">{{.}}</p>{{end}}
+{{if .Unreachable}}<div class="banner" id="unreachable">{{len .Unreachable}} registered replica{{if gt (len .Unreachable) 1}}s{{end}} did not answer: the fleet, clients and rollouts below lack {{if gt (len .Unreachable) 1}}their{{else}}its{{end}} clients.
+{{range .Unreachable}}<div class="nackline" title="{{.Error}}">replica <code>{{.Replica}}</code>: {{.Error}}</div>{{end}}</div>{{end}}
 {{if not .HasStore}}
 <h2>Upstream</h2>
 {{if .Upstreams}}<table><tr><th>servers</th><th>connected to</th><th>subscriptions</th><th>responses</th><th>resources</th><th>NACKs</th><th>last error</th></tr>
@@ -400,12 +418,12 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 {{end}}</table>{{if .MoreGroups}}<p class="muted">… and {{.MoreGroups}} more groups: <a href="/v1/groups">all as JSON</a></p>{{end}}{{end}}
 {{if .HasClients}}<h2>Clients ({{.Matched}}{{if .Node}} matching <code>{{.Node}}</code>{{end}})</h2>
 <form method="get" action="/"><input name="node" value="{{.Node}}" placeholder="node id contains…"> <button>search</button>{{if .Node}} <a href="/">all</a>{{end}}</form>
-{{if .Clients}}<table><tr><th>node</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>holds (variant, version)</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
-{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{if $c.Identity}}<br><span class="muted">{{$c.Identity}}</span>{{end}}{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td>{{$c.Address}}{{if $c.Replica}}<br><span class="muted">replica {{$c.Replica}}</span>{{end}}</td><td>{{$c.Kind}}<br><span class="muted">{{$c.Agent}}</span></td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td>{{end}}
+{{if .Clients}}<table id="clients"><tr><th>node</th><th>replica</th><th>address</th><th>stream</th><th>connected</th><th>type</th><th>subscriptions</th><th>holds (variant, version)</th><th>sent</th><th>ACKed</th><th>NACKs</th></tr>
+{{range .Clients}}{{$c := .}}{{range $i, $t := .Types}}<tr>{{if eq $i 0}}<td><code>{{$c.NodeID}}</code>{{if $c.Identity}}<br><span class="muted">{{$c.Identity}}</span>{{end}}{{range $k, $v := $c.Params}}<br><span class="muted">{{$k}}={{$v}}</span>{{end}}</td><td class="replica">{{if $c.Replica}}<code>{{$c.Replica}}</code>{{else}}<span class="muted">this one</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}<br><span class="muted">{{$c.Agent}}</span></td><td>{{since $c.Connected}}</td>{{else}}<td></td><td></td><td></td><td></td><td></td>{{end}}
 <td>{{$t.Type}}</td><td>{{range $t.Subscriptions}}<code>{{if .Name}}{{.Name}}{{else}}(wildcard){{end}}</code>{{range $k, $v := .Params}} <span class="muted">{{$k}}={{$v}}</span>{{end}}<br>{{end}}</td>
 <td>{{range $t.Held}}<code>{{.Name}}</code>{{if .Absent}} <span class="muted">does not exist</span>{{else}}{{if .Constraints}} <span class="muted">[{{.Constraints}}]</span>{{end}} @{{.Version}}{{end}}<br>{{end}}</td>
 <td>{{$t.SentVersion}}</td><td>{{$t.AckedVersion}}</td><td class="wrap">{{if $t.LastNack}}<span class="bad">{{$t.Nacks}}: rejected version {{$t.LastNack.Version}}{{if $t.LastNack.LastGood}} (holds {{$t.LastNack.LastGood}}){{end}}: {{$t.LastNack.Error}}</span>{{else}}{{$t.Nacks}}{{end}}</td></tr>
-{{else}}<tr><td><code>{{$c.NodeID}}</code></td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="6" class="muted">no request yet</td></tr>
+{{else}}<tr><td><code>{{$c.NodeID}}</code></td><td class="replica">{{if $c.Replica}}<code>{{$c.Replica}}</code>{{else}}<span class="muted">this one</span>{{end}}</td><td>{{$c.Address}}</td><td>{{$c.Kind}}</td><td>{{since $c.Connected}}</td><td colspan="6" class="muted">no request yet</td></tr>
 {{end}}{{end}}</table>
 <p>{{if .Prev}}<a href="{{.Prev}}">← previous</a> {{end}}page {{.PageNo}}{{if .Next}} <a href="{{.Next}}">next →</a>{{end}}</p>{{else}}<p class="muted">{{if .Node}}no client matches{{else}}no client connected{{end}}</p>{{end}}{{end}}
 <h2>Resources ({{.AllResources}})</h2>

@@ -1,17 +1,25 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/xdsd/xdsd/internal/fleet"
+	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 )
@@ -23,35 +31,63 @@ import (
 // with ?local=true so that it answers for itself alone; the answers are
 // merged. Each answer is computed where the streams are, so per-client
 // answers are complete and nothing is copied into etcd as clients come
-// and go.
+// and go. A replica that does not answer is named in the answer
+// (fleet.Unreachable), never silently left out.
 
 // replicaTimeout bounds one question to another replica.
 const replicaTimeout = 5 * time.Second
 
+// maxReplicaAnswer bounds what one replica's answer may hold (its
+// clients' status, for a batch of many resources: the guard's question).
+const maxReplicaAnswer = 512 << 20
+
 var replicaClient = &http.Client{Timeout: replicaTimeout}
+
+// PeerClient returns an HTTP client for Options.PeerClient that asks the
+// other replicas over TLS configured by c (the CAs it trusts, from xdsd
+// serve --admin-peer-ca; a client certificate to present), or with the
+// system's roots when c is nil.
+func PeerClient(c *tls.Config) *http.Client {
+	if c == nil {
+		return replicaClient
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = c
+	return &http.Client{Timeout: replicaTimeout, Transport: tr}
+}
 
 // local reports whether a request asks for this replica's answer alone.
 func local(r *http.Request) bool { return r.URL.Query().Get("local") == "true" }
 
 // others lists the other live replicas' admin URLs by name, or none (a
-// lone server, or a request that asks for this one alone).
-func (a *api) others(r *http.Request) map[string]string {
+// lone server, or a request that asks for this one alone). Listing them
+// failing (etcd unreachable) is reported as a replica of its own, so
+// that the answer says it may be incomplete.
+func (a *api) others(r *http.Request) (map[string]string, []fleet.Unreachable) {
 	if a.o.Replicas == nil || local(r) {
-		return nil
+		return nil, nil
 	}
 	others, err := a.o.Replicas(r.Context())
 	if err != nil {
 		a.o.Logger.Warn("listing the replicas failed; answering for this one alone", "error", err)
-		return nil
+		return nil, []fleet.Unreachable{{Replica: "(the other replicas: their list could not be read)", Error: err.Error()}}
 	}
-	return others
+	return others, nil
 }
 
-// askReplicas asks each of the other replicas GET path?query&local=true,
-// with the caller's credentials, and hands each answer's body to fn (one
-// call at a time). It returns the replicas that did not answer, with why.
-func (a *api) askReplicas(r *http.Request, path string, q url.Values, fn func(name string, body []byte) error) map[string]error {
-	others := a.others(r)
+// askReplicas asks each of the other replicas path?query&local=true
+// (GET, or POST with body when body is not nil), with the replica's own
+// credentials or the caller's, and hands each answer's body to fn (one
+// call at a time). It returns the replicas that did not answer, with
+// why, sorted by name.
+func (a *api) askReplicas(r *http.Request, path string, q url.Values, body []byte, fn func(name string, body []byte) error) []fleet.Unreachable {
+	others, failed := a.others(r)
+	return append(failed, a.ask(r, others, path, q, body, fn)...)
+}
+
+// ask asks the replicas named in others (name → admin URL), as
+// askReplicas.
+func (a *api) ask(r *http.Request, others map[string]string, path string, q url.Values, body []byte, fn func(name string, body []byte) error) []fleet.Unreachable {
 	if len(others) == 0 {
 		return nil
 	}
@@ -59,52 +95,89 @@ func (a *api) askReplicas(r *http.Request, path string, q url.Values, fn func(na
 	q.Set("local", "true")
 	var (
 		mu     sync.Mutex
-		failed = map[string]error{}
+		failed []fleet.Unreachable
 		wg     sync.WaitGroup
 	)
 	for name, base := range others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, err := a.askReplica(r, base+path+"?"+q.Encode())
+			answer, err := a.askReplica(r, base+path+"?"+q.Encode(), body)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
-				err = fn(name, body)
+				err = fn(name, answer)
 			}
 			if err != nil {
-				failed[name] = err
+				failed = append(failed, fleet.Unreachable{Replica: name, Error: err.Error()})
 				a.o.Logger.Warn("a replica did not answer", "replica", name, "url", base, "error", err)
 			}
 		}()
 	}
 	wg.Wait()
+	slices.SortFunc(failed, func(x, y fleet.Unreachable) int { return strings.Compare(x.Replica, y.Replica) })
 	return failed
 }
 
-func (a *api) askReplica(r *http.Request, u string) ([]byte, error) {
+func (a *api) askReplica(r *http.Request, u string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), replicaTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	method, rd := http.MethodGet, io.Reader(nil)
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, err
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	// The replica asks as itself when it has a token of its own
+	// (--admin-peer-token-file); otherwise with the caller's (a caller
+	// who came with a client certificate has none to pass on).
+	if a.o.PeerToken != nil {
+		tok, err := a.o.PeerToken()
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	} else if h := r.Header.Get("Authorization"); h != "" {
 		req.Header.Set("Authorization", h)
 	}
-	resp, err := replicaClient.Do(req)
+	c := a.o.PeerClient
+	if c == nil {
+		c = replicaClient
+	}
+	resp, err := c.Do(req)
 	if err != nil {
+		var unknown x509.UnknownAuthorityError
+		if errors.As(err, &unknown) {
+			return nil, fmt.Errorf("%w (its admin certificate is not signed by a CA this replica trusts: give xdsd serve --admin-peer-ca)", err)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxReplicaAnswer+1))
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", resp.Status, body)
+	if len(answer) > maxReplicaAnswer {
+		return nil, fmt.Errorf("its answer is larger than %d bytes", maxReplicaAnswer)
 	}
-	return body, nil
+	if resp.StatusCode != http.StatusOK {
+		msg := strings.TrimSpace(string(answer))
+		var eb ErrorBody
+		if json.Unmarshal(answer, &eb) == nil && eb.Message != "" {
+			msg = eb.Message
+		}
+		err := fmt.Errorf("%s: %s", resp.Status, msg)
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			err = fmt.Errorf("%w (give xdsd serve --admin-peer-token-file a token the other replicas accept)", err)
+		}
+		return nil, err
+	}
+	return answer, nil
 }
 
 func cloneValues(q url.Values) url.Values {
@@ -115,14 +188,23 @@ func cloneValues(q url.Values) url.Values {
 	return out
 }
 
+// markIncomplete names, in the X-Xdsd-Incomplete header (one value per
+// replica, "NAME: ERROR"), the replicas whose clients an answer lacks.
+func markIncomplete(w http.ResponseWriter, un []fleet.Unreachable) {
+	for _, u := range un {
+		// A header value is one line.
+		w.Header().Add("X-Xdsd-Incomplete", strings.Join(strings.Fields(u.String()), " "))
+	}
+}
+
 // fleetGroups is Options.Groups merged with the other replicas'.
-func (a *api) fleetGroups(r *http.Request) ([]fleet.Group, error) {
+func (a *api) fleetGroups(r *http.Request) ([]fleet.Group, []fleet.Unreachable, error) {
 	gs, err := a.o.Groups(r.Context())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lists := [][]fleet.Group{gs}
-	failed := a.askReplicas(r, "/v1/groups", nil, func(_ string, body []byte) error {
+	failed := a.askReplicas(r, "/v1/groups", nil, nil, func(_ string, body []byte) error {
 		var l GroupList
 		if err := json.Unmarshal(body, &l); err != nil {
 			return err
@@ -130,57 +212,42 @@ func (a *api) fleetGroups(r *http.Request) ([]fleet.Group, error) {
 		lists = append(lists, l.Groups)
 		return nil
 	})
-	if len(failed) > 0 {
-		return fleet.Merge(lists...), missing(failed)
-	}
-	return fleet.Merge(lists...), nil
-}
-
-// missing says which replicas did not answer.
-func missing(failed map[string]error) error {
-	names := make([]string, 0, len(failed))
-	for n := range failed {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return fmt.Errorf("replicas that did not answer, whose clients are missing: %v (%v)", names, failed[names[0]])
+	return fleet.Merge(lists...), failed, nil
 }
 
 // fleetClients is /v1/clients fleet-wide: this replica's clients and the
 // other replicas', each naming its replica.
-func (a *api) fleetClients(r *http.Request) (any, error) {
+func (a *api) fleetClients(r *http.Request) (any, []fleet.Unreachable, error) {
 	mine := a.o.Clients()
-	if a.others(r) == nil {
-		return mine, nil
+	others, failed := a.others(r)
+	if len(others) == 0 {
+		return mine, failed, nil
 	}
 	b, err := json.Marshal(mine)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var all []json.RawMessage
 	if err := json.Unmarshal(b, &all); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	failed := a.askReplicas(r, "/v1/clients", nil, func(_ string, body []byte) error {
+	failed = append(failed, a.ask(r, others, "/v1/clients", nil, nil, func(_ string, body []byte) error {
 		var theirs []json.RawMessage
 		if err := json.Unmarshal(body, &theirs); err != nil {
 			return err
 		}
 		all = append(all, theirs...)
 		return nil
-	})
-	if len(failed) > 0 {
-		return all, missing(failed)
-	}
-	return all, nil
+	})...)
+	return all, failed, nil
 }
 
 // fleetRollout is Options.Rollout merged with the other replicas': a
-// replica that does not answer (or does not hold the revision yet) leaves
-// the rollout not done.
+// replica that does not answer leaves the rollout not done, and is named
+// in it.
 func (a *api) fleetRollout(r *http.Request, rev int64, changes []store.Change) rollout.Report {
 	rep := a.o.Rollout(rev, changes)
-	failed := a.askReplicas(r, "/v1/rollout", url.Values{"rev": {fmt.Sprint(rev)}}, func(_ string, body []byte) error {
+	failed := a.askReplicas(r, "/v1/rollout", url.Values{"rev": {fmt.Sprint(rev)}}, nil, func(_ string, body []byte) error {
 		var theirs rollout.Report
 		if err := json.Unmarshal(body, &theirs); err != nil {
 			return err
@@ -195,6 +262,191 @@ func (a *api) fleetRollout(r *http.Request, rev int64, changes []store.Change) r
 	})
 	if len(failed) > 0 {
 		rep.Done = false
+		rep.Unreachable = failed
 	}
 	return rep
+}
+
+// fleetConcerned is Options.Concerned asked of every replica: the
+// clients of the whole fleet that subscribe to the resources of ch (the
+// stranded-client guard's question), each naming its replica.
+func (a *api) fleetConcerned(r *http.Request, ch protocol.Changed) ([]protocol.Client, []fleet.Unreachable, error) {
+	mine, err := a.o.Concerned(r.Context(), ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	others, failed := a.others(r)
+	if len(others) == 0 {
+		return mine, failed, nil
+	}
+	body, err := json.Marshal(ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	failed = append(failed, a.ask(r, others, "/v1/concerned", nil, body, func(_ string, body []byte) error {
+		var theirs []protocol.Client
+		if err := json.Unmarshal(body, &theirs); err != nil {
+			return err
+		}
+		mine = append(mine, theirs...)
+		return nil
+	})...)
+	return mine, failed, nil
+}
+
+// concerned answers POST /v1/concerned: the clients subscribed to the
+// resources named in the body (protocol.Changed as JSON: type URL →
+// names), with their state of those resources alone. Replicas ask it of
+// one another for the stranded-client guard; it only reads.
+func (a *api) concerned(w http.ResponseWriter, r *http.Request) {
+	if a.o.Concerned == nil {
+		writeError(w, http.StatusNotFound, errors.New("this process serves no clients"))
+		return
+	}
+	var ch protocol.Changed
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxReplicaAnswer))
+	if err := dec.Decode(&ch); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf(`the body: %v: want a JSON object of type URLs to resource names, such as {"type.googleapis.com/envoy.config.cluster.v3.Cluster": ["a", "b"]}`, err))
+		return
+	}
+	cs, failed, err := a.fleetConcerned(r, ch)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	markIncomplete(w, failed)
+	if cs == nil {
+		cs = []protocol.Client{}
+	}
+	writeJSON(w, http.StatusOK, cs)
+}
+
+// ClientPage is the body of GET /v1/clients/page: one window of the
+// connected clients matching a search, fleet-wide, and how many match.
+type ClientPage struct {
+	Matched int               `json:"matched"`
+	Clients []protocol.Client `json:"clients"`
+	// Unreachable are the replicas that did not answer: their clients
+	// are neither listed nor counted.
+	Unreachable []fleet.Unreachable `json:"unreachable_replicas,omitempty"`
+}
+
+// fleetPage is Options.Page over the whole fleet: this replica's matches
+// first, in connection order, then each other replica's, by name. It
+// asks each other replica how many of its clients match, then only those
+// whose matches fall in the window for them.
+func (a *api) fleetPage(r *http.Request, q protocol.ClientQuery) (ClientPage, error) {
+	mine, err := a.o.Page(r.Context(), q)
+	if err != nil {
+		return ClientPage{}, err
+	}
+	out := ClientPage{Matched: mine.Matched, Clients: mine.Clients}
+	others, failed := a.others(r)
+	out.Unreachable = failed
+	if len(others) == 0 {
+		return out, nil
+	}
+	// How many each matches (offset past any: a count alone).
+	counts := map[string]int{}
+	out.Unreachable = append(out.Unreachable, a.ask(r, others, "/v1/clients/page", pageQuery(q.Node, math.MaxInt32, 1), nil, func(name string, body []byte) error {
+		var p ClientPage
+		if err := json.Unmarshal(body, &p); err != nil {
+			return err
+		}
+		counts[name] = p.Matched
+		return nil
+	})...)
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	start := mine.Matched // where each replica's matches begin in the whole list
+	windows := map[string]url.Values{}
+	for _, n := range names {
+		lo := max(q.Offset-start, 0)
+		hi := counts[n]
+		if q.Limit > 0 {
+			hi = min(hi, q.Offset+q.Limit-start)
+		}
+		if lo < hi {
+			windows[n] = pageQuery(q.Node, lo, hi-lo)
+		}
+		start += counts[n]
+		out.Matched += counts[n]
+	}
+	pages := map[string][]protocol.Client{}
+	for n, wq := range windows {
+		// One request per replica and window (a page spans few replicas).
+		failed := a.ask(r, map[string]string{n: others[n]}, "/v1/clients/page", wq, nil, func(name string, body []byte) error {
+			var p ClientPage
+			if err := json.Unmarshal(body, &p); err != nil {
+				return err
+			}
+			pages[name] = p.Clients
+			return nil
+		})
+		out.Unreachable = append(out.Unreachable, failed...)
+	}
+	for _, n := range names {
+		out.Clients = append(out.Clients, pages[n]...)
+	}
+	slices.SortFunc(out.Unreachable, func(x, y fleet.Unreachable) int { return strings.Compare(x.Replica, y.Replica) })
+	return out, nil
+}
+
+func pageQuery(node string, offset, limit int) url.Values {
+	q := url.Values{"offset": {strconv.Itoa(offset)}, "limit": {strconv.Itoa(limit)}}
+	if node != "" {
+		q.Set("node", node)
+	}
+	return q
+}
+
+// clientPage answers GET /v1/clients/page?node=&offset=&limit=: a window
+// of the matching clients (limit at most maxPageLimit), fleet-wide.
+func (a *api) clientPage(w http.ResponseWriter, r *http.Request) {
+	if a.o.Page == nil {
+		writeError(w, http.StatusNotFound, errors.New("this process serves no clients"))
+		return
+	}
+	offset, err := countParam(r, "offset", 0, math.MaxInt32)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	limit, err := countParam(r, "limit", pageClients, maxPageLimit)
+	if err == nil && limit < 1 {
+		err = fmt.Errorf("limit=0: want 1 to %d clients", maxPageLimit)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	p, err := a.fleetPage(r, protocol.ClientQuery{Node: r.URL.Query().Get("node"), Offset: offset, Limit: limit})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	markIncomplete(w, p.Unreachable)
+	if p.Clients == nil {
+		p.Clients = []protocol.Client{}
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// maxPageLimit bounds the clients one GET /v1/clients/page lists.
+const maxPageLimit = 1000
+
+// countParam reads a whole number from 0 to most, def when absent.
+func countParam(r *http.Request, key string, def, most int) (int, error) {
+	s := r.URL.Query().Get(key)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > most {
+		return 0, fmt.Errorf("%s=%q: want a whole number from 0 to %d", key, s, most)
+	}
+	return n, nil
 }

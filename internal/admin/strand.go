@@ -1,12 +1,13 @@
 package admin
 
 import (
-	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -50,13 +51,16 @@ func plural(n int, one, many string) string {
 type group struct{ typ, name string }
 
 // stranded checks batch b against the connected clients that subscribe
-// to what it changes (Options.Concerned: the fleet index walks those
-// resources' subscribers, not the fleet) and the store's current variants;
-// it returns a *StrandedError, or nil.
-func (a *api) stranded(ctx context.Context, b store.Batch) error {
+// to what it changes, on every live replica (Options.Concerned, asked of
+// each: the fleet index walks those resources' subscribers, not the
+// fleet), and the store's current variants; it returns a *StrandedError,
+// or nil, and the replicas that did not answer (whose clients it could
+// not check).
+func (a *api) stranded(r *http.Request, b store.Batch) ([]fleet.Unreachable, error) {
 	if a.o.Concerned == nil || a.o.Store == nil {
-		return nil
+		return nil, nil
 	}
+	ctx := r.Context()
 	ch := protocol.Changed{}
 	named := map[group]bool{}
 	add := func(typ, name string) {
@@ -71,9 +75,9 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 	for _, d := range b.Deletes {
 		add(d.Type, d.Name)
 	}
-	clients, err := a.o.Concerned(ctx, ch)
+	clients, failed, err := a.fleetConcerned(r, ch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	type subscriber struct {
 		c      *protocol.Client
@@ -93,7 +97,7 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 		}
 	}
 	if len(subs) == 0 {
-		return nil
+		return failed, nil
 	}
 	// What each touched resource that clients subscribe to will hold: a
 	// put replaces the variant set; a delete removes all, or one variant.
@@ -151,7 +155,7 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 	}
 	for g, next := range after {
 		if err := check(g, next); err != nil {
-			return err
+			return failed, err
 		}
 	}
 	for _, d := range b.Deletes {
@@ -163,7 +167,7 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 		if !d.All {
 			now, err := a.o.Store.StateAt(ctx, rev, store.Filter{Type: g.typ, Name: g.name})
 			if err != nil {
-				return err
+				return failed, err
 			}
 			for _, v := range now {
 				if v.Constraints.Key() != d.Constraints {
@@ -172,14 +176,14 @@ func (a *api) stranded(ctx context.Context, b store.Batch) error {
 			}
 		}
 		if err := check(g, next); err != nil {
-			return err
+			return failed, err
 		}
 	}
 	if len(out) == 0 {
-		return nil
+		return failed, nil
 	}
 	sort.Strings(out)
-	return &StrandedError{Clients: out, More: more}
+	return failed, &StrandedError{Clients: out, More: more}
 }
 
 func anyMatch(vs []*resource.Variant, p constraint.Params) bool {

@@ -393,3 +393,14 @@ func insertSample(s []string, n string) []string {
 	}
 	return s
 }
+
+// Unreachable is a registered replica that did not answer a fleet
+// question, and why: its clients are missing from the answer, which
+// says so rather than showing fewer clients.
+type Unreachable struct {
+	Replica string `json:"replica"`
+	Error   string `json:"error"`
+}
+
+// String is how the command line and the page name it.
+func (u Unreachable) String() string { return u.Replica + ": " + u.Error }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
@@ -78,6 +79,10 @@ type Report struct {
 	// Stage, for a revision applied with --canary, is where it stands;
 	// the counts and entries are then the canary's streams only.
 	Stage *Stage `json:"stage,omitempty"`
+	// Unreachable are the replicas that did not answer (docs/fleet.md):
+	// whether their clients took the revision is unknown, so the
+	// rollout is not done while any is listed.
+	Unreachable []fleet.Unreachable `json:"unreachable_replicas,omitempty"`
 }
 
 // Lookup returns the current variants of a resource.
