@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/admin"
@@ -22,6 +25,7 @@ import (
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -243,4 +247,52 @@ func TestUnreachableReplicaIsNamed(t *testing.T) {
 	if !strings.Contains(page, "did not answer") || !strings.Contains(page, ghost) {
 		t.Fatalf("the page does not name the ghost replica:\n%s", page)
 	}
+}
+
+// Replicas whose admin APIs serve TLS and ask for tokens ask one another
+// trusting --admin-peer-ca and presenting --admin-peer-token-file's
+// token: B takes only the replicas' token, so A's status lists B's
+// client only because A presents it. A replica without the peer token
+// passes on its caller's, which B refuses; one without the peer CA
+// cannot verify the others: each names the replicas that did not answer
+// and the flag that is missing.
+func TestFleetAcrossTLSReplicas(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("tls")
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "xdsd replicas CA")
+	srv := ca.Leaf(t, testpki.LeafOpts{Server: true}).Write(t, ca, dir, "server")
+	const opTok, peerTok = "oooooooooooooooooooooooo", "pppppppppppppppppppppppp"
+	tokens := writeFile(t, dir, "tokens", opTok+" write ops\n"+peerTok+" read replicas\n")
+	tokensB := writeFile(t, dir, "tokens-b", peerTok+" read replicas\n")
+	peer := writeFile(t, dir, "peer.token", peerTok+"\n")
+	op := writeFile(t, dir, "op.token", opTok+"\n")
+	base := []string{"--store", url, "--tls-cert", srv.Cert, "--tls-key", srv.Key}
+	_, admA := startServe(t, slices.Concat(base, []string{"--admin-token-file", tokens, "--admin-peer-ca", srv.CA, "--admin-peer-token-file", peer})...)
+	xdsB, admB := startServe(t, slices.Concat(base, []string{"--admin-token-file", tokensB, "--admin-peer-ca", srv.CA, "--admin-peer-token-file", peer})...)
+	_, admC := startServe(t, slices.Concat(base, []string{"--admin-token-file", tokens, "--admin-peer-ca", srv.CA})...)
+	_, admD := startServe(t, slices.Concat(base, []string{"--admin-token-file", tokens, "--admin-peer-token-file", peer})...)
+	as := func(adm string, args ...string) []string {
+		return append(args[:1:1], append([]string{"--admin", "https://" + adm, "--ca-file", srv.CA, "--token-file", op}, args[1:]...)...)
+	}
+	if code, _, errOut := runCmd(t, as(admA, "apply", "-f", writeFile(t, dir, "r.yaml", routes("p1", "t1")))...); code != 0 {
+		t.Fatal(errOut)
+	}
+	test := onReplica(t, xdsB, "test-on-b", "test", grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})))
+	defer test.Close()
+
+	code, out, errOut := runCmd(t, as(admA, "status")...)
+	if code != 0 || !strings.Contains(out, "test-on-b") || !strings.Contains(out, "on replica "+admB) || errOut != "" {
+		t.Fatalf("status through A: exit %d, want B's client listed and no warning\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, as(admC, "status")...)
+	if code != 0 || strings.Contains(out, "test-on-b") || !strings.Contains(errOut, "replica "+admB+": 401") || !strings.Contains(errOut, "--admin-peer-token-file") ||
+		strings.Contains(errOut, admA) || strings.Contains(errOut, admD) {
+		t.Fatalf("status through C (no peer token: B refuses the caller's): exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, as(admD, "status")...)
+	if code != 0 || !strings.Contains(errOut, "--admin-peer-ca") || strings.Count(errOut, "xdsd status: warning: replica ") != 3 {
+		t.Fatalf("status through D (no peer CA): exit %d, want A, B and C named as not verified\n%s%s", code, out, errOut)
+	}
+	t.Logf("through D:\n%s", errOut)
 }

@@ -93,6 +93,12 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 			f.policyFile = extra[i+1]
 		case "--admin-token-file":
 			f.tokenFile = extra[i+1]
+		case "--admin-peer-ca":
+			f.peers.ca = extra[i+1]
+		case "--admin-peer-token-file":
+			f.peers.tokenFile = extra[i+1]
+		case "--insecure-admin":
+			f.insecureAdmin = extra[i+1] == "true"
 		case "--verify-interval":
 			d, err := time.ParseDuration(extra[i+1])
 			if err != nil {

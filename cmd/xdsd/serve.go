@@ -90,6 +90,7 @@ type serveFlags struct {
 	daemonFlags
 	storeSpec, watchDir string
 	etcd                etcdFlags
+	peers               peerFlags
 	watchInterval       time.Duration
 	maxBatchBytes       int64
 	history             int
@@ -102,6 +103,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")
 	fs.StringVar(&f.storeSpec, "store", "bolt:./xdsd.db", "store: bolt:PATH (embedded, durable), mem: (nothing survives) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (shared by replicas)")
 	f.etcd.register(fs)
+	f.peers.register(fs)
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
 	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
@@ -168,7 +170,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	vh := &verifyHealth{}
-	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{Limits: f.applyLimits(), Registerer: reg,
+	ao, err := f.peers.options(f.adminAuth(f.adminAddr, admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh, vh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Memory:        tuning.Process(), // GOGC follows the applies (internal/tuning)
@@ -188,7 +190,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 				return vs
 			})
 		},
-	})))
+	}), reps != nil)
+	if err != nil {
+		return err
+	}
+	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(ao))
 	if err != nil {
 		return err
 	}
