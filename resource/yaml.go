@@ -103,7 +103,8 @@ func yamlChunks(r io.Reader, fn func(yamlChunk) bool, tooBig func(line int)) err
 			}
 		default:
 			if len(cur) == 0 && len(bytes.TrimSpace(t)) == 0 {
-				at = line + 1
+				at = line + 1 // (and the line is left out: the chunk starts at line at)
+				continue
 			}
 			if skipping {
 				continue

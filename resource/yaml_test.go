@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -148,5 +149,21 @@ func TestJSONToYAML(t *testing.T) {
 	c.value(n.Content[0], "")
 	if string(c.js) != js {
 		t.Errorf("read back as %s", c.js)
+	}
+}
+
+// Blank lines before a document are counted once: its errors are on the
+// lines they are.
+func TestYAMLBlankLinesBeforeDocument(t *testing.T) {
+	const cl = "\"@type\": envoy.config.cluster.v3.Cluster\nname: a\nnope: 1\n"
+	for src, want := range map[string]string{
+		"\n\n" + cl:              `f.yaml:5:1: document 1: nope: unknown field "nope" (Cluster has no such field)`,
+		"---\n  \n" + cl:         `f.yaml:5:1: document 1: nope: unknown field "nope" (Cluster has no such field)`,
+		cl + "---\n\n\n" + cl:    "f.yaml:3:1: document 1: nope: unknown field \"nope\" (Cluster has no such field)\nf.yaml:9:1: document 2: nope: unknown field \"nope\" (Cluster has no such field)",
+		"# c\n\n" + cl + "---\n": `f.yaml:5:1: document 1: nope: unknown field "nope" (Cluster has no such field)`,
+	} {
+		if _, err := Decode("f.yaml", []byte(src)); fmt.Sprint(err) != want {
+			t.Errorf("%q:\n%v\nwant\n%s", src, err, want)
+		}
 	}
 }
