@@ -121,3 +121,28 @@ func BenchmarkDecodeIstioClusters(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "resources/s")
 }
+
+// BenchmarkDecodeIstioClustersYAML is BenchmarkDecodeIstioClusters with
+// the clusters as YAML documents separated by "---": each its line of
+// JSON (flow), or written in block style.
+func BenchmarkDecodeIstioClustersYAML(b *testing.B) {
+	for _, style := range []struct {
+		name string
+		s    meshgen.YAML
+	}{{"flow", meshgen.Flow}, {"block", meshgen.Block}} {
+		b.Run(style.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			const n = 2000
+			if err := meshgen.ClustersYAML(&buf, n, style.s); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(buf.Len()))
+			for b.Loop() {
+				if err := DecodeReader("b.yaml", bytes.NewReader(buf.Bytes()), Auto, func(*Document) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "resources/s")
+		})
+	}
+}

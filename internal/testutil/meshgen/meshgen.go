@@ -81,3 +81,51 @@ func Clusters(w io.Writer, n int) error {
 	bw.WriteString("\n]\n")
 	return bw.Flush()
 }
+
+// YAML is a way to write a set as YAML.
+type YAML int
+
+const (
+	// Flow writes each resource as its one line of JSON (which is YAML's
+	// flow style), the documents separated by "---".
+	Flow YAML = iota
+	// Block writes each resource in YAML's block style, as people write
+	// it, the documents separated by "---".
+	Block
+)
+
+// ClustersYAML writes n clusters as YAML documents separated by "---".
+func ClustersYAML(w io.Writer, n int, style YAML) error {
+	return writeYAML(w, n, style, Cluster)
+}
+
+// MeshYAML writes what Mesh writes as YAML documents separated by "---".
+func MeshYAML(w io.Writer, n int, style YAML) error {
+	return writeYAML(w, n, style, func(i int) string {
+		if i%2 == 0 {
+			return Cluster(i / 2)
+		}
+		return Endpoints(i / 2)
+	})
+}
+
+func writeYAML(w io.Writer, n int, style YAML, res func(int) string) error {
+	bw := bufio.NewWriter(w)
+	for i := range n {
+		if i > 0 {
+			bw.WriteString("---\n")
+		}
+		js := res(i)
+		if style == Block {
+			var err error
+			if js, err = blockYAML(js); err != nil {
+				return err
+			}
+			bw.WriteString(js)
+			continue
+		}
+		bw.WriteString(js)
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
