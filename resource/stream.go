@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/xdsd/xdsd/internal/docprep"
 )
 
@@ -30,8 +28,9 @@ const MaxDocumentBytes = 64 << 20
 type Format int
 
 const (
-	// Auto reads YAML. A source that is valid JSON is read as JSON, and one
-	// that starts like JSON but is neither is reported as broken JSON.
+	// Auto reads YAML. A document (or the whole source) that is valid JSON
+	// is read as JSON, and one that starts like JSON but is neither is
+	// reported as broken JSON.
 	Auto Format = iota
 	// JSON reads strict JSON: one object, or an array of objects. YAML
 	// would also take single quotes, a trailing comma or unquoted keys,
@@ -146,7 +145,7 @@ type job struct {
 	chunk *yamlChunk
 	docs  []*Document
 	errs  ErrorList
-	n     int // documents in a chunk, numbered from 1 within it
+	n     int // documents in a chunk (or 1 for an element of a chunk's array), numbered from 1 within it
 	done  chan struct{}
 }
 
@@ -176,19 +175,7 @@ func (st *stream) work(j *job) {
 // collects them in order.
 func (st *stream) run(r io.Reader, f Format) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	isJSON, data, err := sniff(br, f)
-	if err != nil {
-		return &ReadError{Source: st.source, Err: err}
-	}
-	if data != nil { // buffered: JSON-looking, not strict
-		if !isJSON {
-			if e := jsonLookalike(st.source, data); e != nil {
-				st.addErrs(ErrorList{e})
-				return nil
-			}
-		}
-		br = bufio.NewReader(bytes.NewReader(data))
-	}
+	isJSON := f == JSON
 
 	workers := runtime.GOMAXPROCS(0)
 	order := make(chan *job, 4*workers)
@@ -235,9 +222,21 @@ func (st *stream) run(r io.Reader, f Format) error {
 			readErr = s.rerr
 			return
 		}
-		readErr = yamlChunks(br, func(c yamlChunk) bool { return send(&job{chunk: &c}) }, func(line int) {
+		tooBig := func(line int) {
 			bad(ErrorList{{Source: st.source, Line: line, Msg: fmt.Sprintf("a document larger than %d bytes", MaxDocumentBytes)}})
-		})
+		}
+		readErr = yamlChunks(br, func(c yamlChunk) bool {
+			if start := skipSpace(c.text, 0); start < len(c.text) && c.text[start] == '[' && !nodesOnly.Load() && json.Valid(c.text) {
+				// A JSON array: its documents are decoded as those of a
+				// JSON source are, one job each.
+				return jsonElements(st.source, c, start, func(t *docText) bool { return send(&job{text: t, n: 1}) })
+			}
+			if len(c.text) > MaxDocumentBytes {
+				tooBig(c.line)
+				return true
+			}
+			return send(&job{chunk: &c})
+		}, tooBig)
 	}()
 
 	var fnErr error
@@ -247,7 +246,7 @@ func (st *stream) run(r io.Reader, f Format) error {
 		}
 		<-j.done
 		base := 0
-		if j.chunk != nil {
+		if j.chunk != nil || j.n > 0 {
 			base = st.base
 			st.base += j.n
 		}
@@ -282,53 +281,23 @@ func (st *stream) run(r io.Reader, f Format) error {
 	return nil
 }
 
-// sniff decides how to read a source. A strict JSON source is read as
-// JSON. Any other that starts like JSON ('{' or '[') is read whole (data),
-// then read as JSON if it is valid JSON and as YAML otherwise; the rest is
-// YAML, read as a stream.
-func sniff(br *bufio.Reader, f Format) (isJSON bool, data []byte, err error) {
-	if f == JSON {
-		return true, nil, nil
+// jsonElements hands over each element of the JSON array starting at
+// offset start of a chunk that is valid JSON, each numbered 1 (the
+// collector numbers it after those before it), until doc returns false.
+func jsonElements(source string, c yamlChunk, start int, doc func(*docText) bool) bool {
+	line, col := lineCol(c.text, start)
+	line += c.line - 1
+	prev := start
+	for _, off := range elements(c.text, start) {
+		line, col = after(line, col, c.text[prev:off])
+		prev = off
+		js := c.text[off:skipValue(c.text, off)]
+		loc := Location{Source: source, Index: 1, Line: line, Column: col} // (after those before it)
+		if !doc(&docText{loc: loc, js: js, pos: jsonPositions{js: js, line: line, col: col}}) {
+			return false
+		}
 	}
-	for n := 1; ; n++ {
-		b, err := br.Peek(n)
-		if len(b) < n {
-			if err != nil && !errors.Is(err, io.EOF) {
-				return false, nil, err
-			}
-			return false, nil, nil // blank
-		}
-		c := b[n-1]
-		if isSpace(c) || n <= 3 && bytes.HasPrefix([]byte("\xef\xbb\xbf"), b) {
-			continue
-		}
-		if c != '{' && c != '[' {
-			return false, nil, nil
-		}
-		data, err := io.ReadAll(br)
-		if err != nil {
-			return false, nil, err
-		}
-		return json.Valid(data), data, nil
-	}
-}
-
-// jsonLookalike checks a source that starts like JSON but is not valid
-// JSON. YAML is a superset of JSON, so it is still read as YAML (a flow
-// mapping without quotes reads fine); if that fails too, the author wrote
-// JSON, and a complaint from the YAML parser about ',' or '}' would only
-// mislead: the JSON syntax error is reported instead.
-func jsonLookalike(source string, data []byte) *DocError {
-	bad := false
-	_ = yamlChunks(bytes.NewReader(data), func(c yamlChunk) bool {
-		var n yaml.Node
-		bad = yaml.Unmarshal(c.text, &n) != nil
-		return !bad
-	}, func(int) {})
-	if !bad {
-		return nil
-	}
-	return jsonSyntaxError(source, 0, data, 1, 1)
+	return true
 }
 
 // Decode parses one source holding YAML documents (separated by ---), a JSON

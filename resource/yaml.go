@@ -60,18 +60,21 @@ type yamlChunk struct {
 // document markers: a line starting with "---" (content after it on the
 // same line belongs to the new document) or "..." (end of document).
 // Reading stops early when fn returns false. A document larger than
-// MaxDocumentBytes is reported to tooBig and skipped.
+// MaxDocumentBytes is reported to tooBig and skipped, unless it starts
+// like a JSON array (fn gets it whole).
 func yamlChunks(r io.Reader, fn func(yamlChunk) bool, tooBig func(line int)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
 		cur      []byte
 		line, at = 0, 1
 		skipping bool
+		last     int // the size of the last chunk, which the next is likely to have
 	)
 	flush := func(next int) bool {
 		ok := true
 		if !skipping {
 			ok = fn(yamlChunk{text: cur, line: at})
+			last = len(cur)
 		}
 		cur, at, skipping = nil, next, false
 		return ok
@@ -109,10 +112,13 @@ func yamlChunks(r io.Reader, fn func(yamlChunk) bool, tooBig func(line int)) err
 			if skipping {
 				continue
 			}
-			if len(cur)+len(l) > MaxDocumentBytes {
+			if len(cur)+len(l) > MaxDocumentBytes && !startsArray(cur) {
 				tooBig(at)
 				cur, skipping = nil, true
 				continue
+			}
+			if cur == nil && last > 0 {
+				cur = make([]byte, 0, min(last+last/8+64, MaxDocumentBytes))
 			}
 			cur = append(cur, l...)
 			if l[len(l)-1] != '\n' {
@@ -120,6 +126,14 @@ func yamlChunks(r io.Reader, fn func(yamlChunk) bool, tooBig func(line int)) err
 			}
 		}
 	}
+}
+
+// startsArray reports whether a chunk starts like a JSON array, which
+// may be larger than MaxDocumentBytes (it holds many documents): read
+// whole, it is then read as JSON, or refused as too large.
+func startsArray(cur []byte) bool {
+	i := skipSpace(cur, 0)
+	return i < len(cur) && cur[i] == '['
 }
 
 // readLine reads one line, however long, with its newline.
@@ -148,6 +162,10 @@ func isBlankYAML(b []byte) bool {
 	return true
 }
 
+// nodesOnly turns the fast paths for YAML documents off (JSON documents
+// and plain block style), for tests that compare them with the nodes.
+var nodesOnly atomic.Bool
+
 // maxSyntaxReparse bounds how many syntax errors of one source are parsed
 // a second time to number their lines from the top of the source.
 const maxSyntaxReparse = 10
@@ -166,9 +184,47 @@ func (s *yamlSource) chunk(c yamlChunk, doc func(*docText), bad func(ErrorList))
 	if isBlankYAML(c.text) {
 		return false
 	}
+	// A document of JSON (flow style that JSON can read) is read as JSON,
+	// as in a JSON source; one in plain block style by the fast path.
+	// Either way, the same JSON as the nodes would give.
+	start := skipSpace(c.text, 0)
+	if nodesOnly.Load() {
+		return s.nodes(c, start, doc, bad)
+	}
+	if c.text[start] == '{' && json.Valid(c.text) {
+		s.index++
+		s.jsonDoc(c, start, s.index, doc)
+		return false
+	}
+	if docs, ok := yamlFast(c); ok {
+		for _, d := range docs {
+			s.index++
+			loc := Location{Source: s.source, Index: s.index, Line: d.line, Column: d.col}
+			doc(&docText{loc: loc, js: d.js, pos: yamlPositions(d.marks)})
+		}
+		return false
+	}
+	return s.nodes(c, start, doc, bad)
+}
+
+// nodes reads a chunk through go.yaml.in/yaml/v3's nodes; start is the
+// offset of its first byte that is not blank.
+func (s *yamlSource) nodes(c yamlChunk, start int, doc func(*docText), bad func(ErrorList)) (syntax bool) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(c.text, &root); err != nil {
 		s.index++
+		if c.text[start] == '{' || c.text[start] == '[' {
+			// Neither JSON nor YAML: the author wrote JSON, and a complaint
+			// from the YAML parser about ',' or '}' would only mislead. An
+			// array holds several documents: its error names none.
+			index := s.index
+			if c.text[start] == '[' {
+				index = 0
+			}
+			l, col := lineCol(c.text, start)
+			bad(ErrorList{jsonSyntaxError(s.source, index, c.text[start:], c.line+l-1, col)})
+			return true
+		}
 		// The parser numbers lines from the start of what it reads; parsed
 		// again behind as many blank lines as precede the document, its
 		// message numbers them from the top of the source.
@@ -227,6 +283,19 @@ func (s *yamlSource) chunk(c yamlChunk, doc func(*docText), bad func(ErrorList))
 		one(n)
 	}
 	return false
+}
+
+// jsonDoc hands over the JSON value starting at offset start of a chunk
+// that is valid JSON, as document index.
+func (s *yamlSource) jsonDoc(c yamlChunk, start, index int, doc func(*docText)) {
+	end := len(c.text)
+	for end > start && isSpace(c.text[end-1]) {
+		end--
+	}
+	js := c.text[start:end]
+	l, col := lineCol(c.text, start)
+	loc := Location{Source: s.source, Index: index, Line: c.line + l - 1, Column: col}
+	doc(&docText{loc: loc, js: js, pos: jsonPositions{js: js, line: loc.Line, col: col}})
 }
 
 // yamlError is a problem found converting a document, at its node.
@@ -630,8 +699,8 @@ func appendPlain(js []byte, s string) []byte {
 	return appendJSONString(js, s)
 }
 
-func isDigits(s string, digit func(byte) bool) bool {
-	if s == "" {
+func isDigits[T string | []byte](s T, digit func(byte) bool) bool {
+	if len(s) == 0 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -668,7 +737,7 @@ func coreInt(s string) (string, bool) {
 		return "", false
 	}
 	s = strings.TrimLeft(s, "0")
-	if s == "" {
+	if len(s) == 0 {
 		s = "0"
 	}
 	return sign + s, true
@@ -699,7 +768,6 @@ func coreFloat(s string) (string, bool) {
 
 // appendJSONString writes s as a JSON string.
 func appendJSONString(js []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	js = append(js, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -721,23 +789,28 @@ func appendJSONString(js []byte, s string) []byte {
 			continue
 		}
 		js = append(js, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			js = append(js, '\\', c)
-		case '\n':
-			js = append(js, '\\', 'n')
-		case '\r':
-			js = append(js, '\\', 'r')
-		case '\t':
-			js = append(js, '\\', 't')
-		default:
-			js = append(js, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
+		js = appendEscape(js, c)
 		i++
 		start = i
 	}
 	js = append(js, s[start:]...)
 	return append(js, '"')
+}
+
+// appendEscape writes an ASCII byte that a JSON string escapes.
+func appendEscape(js []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	switch c {
+	case '"', '\\':
+		return append(js, '\\', c)
+	case '\n':
+		return append(js, '\\', 'n')
+	case '\r':
+		return append(js, '\\', 'r')
+	case '\t':
+		return append(js, '\\', 't')
+	}
+	return append(js, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 }
 
 // JSONToYAML writes a JSON value as YAML, keeping the order of keys.
