@@ -9,6 +9,9 @@
 #
 # usage: large-apply.sh FILE CLIENT [serve flags...]   (CLIENT: none, envoy, grpc)
 #
+# With HEAP=FILE, the largest heap profile of the server taken during the
+# apply (every HEAP_EVERY seconds, default 1) is written to FILE.
+#
 # With BEFORE=FILE2, FILE2 is applied first and not measured: FILE then
 # changes what is stored (each changed resource gets a history record).
 set -u
@@ -16,15 +19,34 @@ f=$1 client=$2
 shift 2
 xdsd=${XDSD:-xdsd}
 dir=$(mktemp -d)
-trap 'kill $spid $mpid 2>/dev/null; rm -rf "$dir"' EXIT
-admin=127.0.0.1:18301
+trap 'kill $spid $mpid ${hpid:-} 2>/dev/null; rm -rf "$dir"' EXIT
 
-"$xdsd" serve --store "bolt:$dir/xdsd.db" --xds-addr 127.0.0.1:0 --admin-addr $admin "$@" >"$dir/serve.log" 2>&1 &
+# Any free port: the admin address is read from the server's log.
+"$xdsd" serve --store "bolt:$dir/xdsd.db" --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 "$@" >"$dir/serve.log" 2>&1 &
 spid=$!
-for _ in $(seq 100); do curl -sf $admin/readyz >/dev/null && break; sleep 0.1; done
+admin=
+for _ in $(seq 100); do
+	admin=$(sed -n 's/.*msg="xdsd serving".* admin=\([^ ]*\).*/\1/p' "$dir/serve.log")
+	[ -n "$admin" ] && curl -sf "$admin/readyz" >/dev/null && break
+	sleep 0.1
+done
+[ -n "$admin" ] || { echo "xdsd serve did not start:"; cat "$dir/serve.log"; exit 1; }
+if [ -n "${HEAP:-}" ]; then
+	# A heap profile of the server at the peak of the apply (HEAP=FILE):
+	# taken every HEAP_EVERY seconds (default 1), the largest kept.
+	(
+		best=0
+		while kill -0 $spid 2>/dev/null; do
+			sleep "${HEAP_EVERY:-1}"
+			size=$(curl -sf "$admin/debug/pprof/heap?debug=1" | sed -n 's/^# HeapAlloc = //p')
+			[ -n "$size" ] && [ "$size" -gt "$best" ] && best=$size && curl -sf "$admin/debug/pprof/heap" -o "$HEAP"
+		done
+	) &
+	hpid=$!
+fi
 kib() { awk -v k="$1:" '$1 == k {print $2}' /proc/$spid/status; }
 if [ -n "${BEFORE:-}" ]; then
-	"$xdsd" apply --admin $admin --client none -f "$BEFORE" >/dev/null || exit 1
+	"$xdsd" apply --admin "$admin" --client none -f "$BEFORE" >/dev/null || exit 1
 	sleep 3 # until the memory the first apply freed is returned (in the background)
 fi
 before=$(kib VmRSS) anonbefore=$(kib RssAnon)
@@ -48,7 +70,7 @@ mkfifo "$dir/tick"
 mpid=$!
 
 start=$(date +%s.%N)
-/usr/bin/time -f %M -o "$dir/apply.rss" "$xdsd" apply --admin $admin --client "$client" -f "$f" >"$dir/apply.out" 2>&1
+/usr/bin/time -f %M -o "$dir/apply.rss" "$xdsd" apply --admin "$admin" --client "$client" -f "$f" >"$dir/apply.out" 2>&1
 rc=$?
 end=$(date +%s.%N)
 sleep 0.3
