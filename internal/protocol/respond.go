@@ -569,18 +569,27 @@ func hasVariant(items []item, ckey string) bool {
 
 // removeHeld tells the client to drop what it holds under n: by name, or by
 // resource_name for variants it was sent with their constraints.
+// computeDelta removes names in sorted order, each once, so n can only
+// repeat the last name removed: checking that one, not the whole list,
+// keeps a request of many missing names linear (a search of the list made
+// 99,000 of them take minutes).
 func removeHeld(r *response, n string, h *held) {
+	add := func() {
+		if k := len(r.removed); k == 0 || r.removed[k-1] != n {
+			r.removed = append(r.removed, n)
+		}
+	}
 	if h != nil {
 		for _, hv := range h.variants {
 			if hv.tp2 && hv.v != nil && !hv.v.Constraints.IsZero() {
 				r.removedNames = append(r.removedNames, removal{name: n, cons: hv.v.Constraints.Proto(), ckey: hv.ckey})
 				continue
 			}
-			r.removed = appendNew(r.removed, n)
+			add()
 		}
 	}
 	if h == nil || len(h.variants) == 0 {
-		r.removed = appendNew(r.removed, n)
+		add()
 	}
 }
 

@@ -207,13 +207,17 @@ func ResName(r *discoveryv3.Resource) string {
 
 // Delta is a delta ADS stream under test.
 type Delta struct {
-	t     testing.TB
-	s     discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	Resps chan *discoveryv3.DeltaDiscoveryResponse
-	Errs  chan error
-	node  *corev3.Node
-	nth   int
+	t      testing.TB
+	s      discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	Resps  chan *discoveryv3.DeltaDiscoveryResponse
+	Errs   chan error
+	node   *corev3.Node
+	nth    int
+	cancel context.CancelFunc
 }
+
+// Close ends the stream (the client goes away).
+func (c *Delta) Close() { c.cancel() }
 
 // NewDelta opens a delta ADS stream on conn; n goes on its first request.
 func NewDelta(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *Delta {
@@ -224,7 +228,7 @@ func NewDelta(t testing.TB, conn *grpc.ClientConn, n *corev3.Node) *Delta {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Delta{t: t, s: s, node: n}
+	c := &Delta{t: t, s: s, node: n, cancel: cancel}
 	c.Resps, c.Errs = pump(s.Recv)
 	return c
 }
