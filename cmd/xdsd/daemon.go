@@ -37,6 +37,12 @@ const (
 	// cannot hold a slot for longer.
 	adminHeaderTimeout      = 2 * time.Second
 	defaultAdminReadTimeout = 2 * time.Minute
+	// The subscription state of one stream, and of one connection's
+	// streams together (internal/protocol/subbytes.go): a stream holds
+	// --max-subscriptions of names up to about 60 bytes, a connection two
+	// such streams.
+	defaultMaxSubBytes     = 128 << 20
+	defaultMaxConnSubBytes = 256 << 20
 )
 
 // daemonFlags are the flags of the long-running commands (serve, relay):
@@ -49,6 +55,7 @@ type daemonFlags struct {
 	adminPerSource                          int
 	maxApplies                              int
 	maxApplyBytes                           int64
+	maxSubBytes, maxConnSubBytes            int64
 	adminReadTimeout                        time.Duration
 	securityFlags                           // security.go
 	// xdsDefault and adminDefault say that --xds-addr and --admin-addr
@@ -98,6 +105,8 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.IntVar(&f.maxSubs, "max-subscriptions", 100000, "subscriptions one stream may hold (at least 1)")
+	fs.Int64Var(&f.maxSubBytes, "max-subscription-bytes", defaultMaxSubBytes, "bytes of subscription state one stream may hold; more is refused with RESOURCE_EXHAUSTED (at least 1)")
+	fs.Int64Var(&f.maxConnSubBytes, "max-connection-subscription-bytes", defaultMaxConnSubBytes, "bytes of subscription state all the streams of one xDS connection may hold together (at least 1)")
 	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes (at least 1)")
 	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain (greater than 0)")
 	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst (at least 1)")
@@ -117,6 +126,10 @@ func (f daemonFlags) check() error {
 	switch {
 	case f.maxSubs < 1:
 		return usagef("--max-subscriptions %d: want at least 1", f.maxSubs)
+	case f.maxSubBytes < 1:
+		return usagef("--max-subscription-bytes %d: want at least 1 (bytes)", f.maxSubBytes)
+	case f.maxConnSubBytes < 1:
+		return usagef("--max-connection-subscription-bytes %d: want at least 1 (bytes)", f.maxConnSubBytes)
 	case f.maxMsg < 1:
 		return usagef("--max-msg-size %d: want at least 1 (bytes)", f.maxMsg)
 	case !(f.rate > 0) || math.IsInf(f.rate, 1):
@@ -165,7 +178,8 @@ func (f daemonFlags) applyLimits() admin.Limits {
 }
 
 func (f daemonFlags) protocolOptions() protocol.Options {
-	o := protocol.Options{MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst}
+	o := protocol.Options{MaxSubscriptions: f.maxSubs, MaxSubscriptionBytes: f.maxSubBytes, MaxConnSubscriptionBytes: f.maxConnSubBytes,
+		RequestRate: f.rate, RequestBurst: f.burst}
 	if f.guard != nil {
 		o.Guard = f.guard
 	}

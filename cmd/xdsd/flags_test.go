@@ -16,6 +16,8 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--max-msg-size", "-1"}, "--max-msg-size -1: want at least 1"},
 		{[]string{"serve", "--max-subscriptions", "-5"}, "--max-subscriptions -5: want at least 1"},
 		{[]string{"serve", "--max-subscriptions", "0"}, "--max-subscriptions 0: want at least 1"},
+		{[]string{"serve", "--max-subscription-bytes", "0"}, "--max-subscription-bytes 0: want at least 1"},
+		{[]string{"relay", "--upstream", "127.0.0.1:1", "--max-connection-subscription-bytes", "-1"}, "--max-connection-subscription-bytes -1: want at least 1"},
 		{[]string{"serve", "--request-rate", "-1"}, "--request-rate -1: want a finite number greater than 0"},
 		{[]string{"serve", "--request-rate", "0"}, "--request-rate 0: want a finite number greater than 0"},
 		{[]string{"serve", "--request-rate", "NaN"}, "--request-rate NaN: want a finite number greater than 0"},

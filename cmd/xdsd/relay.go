@@ -91,7 +91,8 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	}
 	f.warnExposure(log, true)
 	reg := newRegistry()
-	ro := relayrole.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
+	ro := relayrole.Options{Logger: log, Registerer: reg, MaxSubscriptions: f.maxSubs, MaxSubscriptionBytes: f.maxSubBytes,
+		MaxConnSubscriptionBytes: f.maxConnSubBytes, RequestRate: f.rate, RequestBurst: f.burst, CacheLinger: f.cacheLinger}
 	if f.guard != nil {
 		ro.Guard = f.guard // a nil *policy.Policy is no Guard
 	}

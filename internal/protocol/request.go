@@ -143,6 +143,10 @@ func (s *stream) handleSotW(req *discoveryv3.DiscoveryRequest) error {
 	// A full state answers a changed list, denied names included (they
 	// are answered by their absence).
 	c.mustReply = (c.changed || denied) && ts.typ.FullState
+	if err := s.reserve(c.bytes); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	s.apply(c)
 	return nil
 }
@@ -279,6 +283,13 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 			return status.Errorf(codes.ResourceExhausted, "initial_resource_versions: more than %d resources declared on one stream",
 				s.srv.opts.MaxSubscriptions)
 		}
+		for n, v := range req.GetInitialResourceVersions() {
+			c.bytes += declaredCost(n, v)
+		}
+		if err := s.overStream(c.bytes); err != nil {
+			s.mu.Unlock()
+			return err
+		}
 		s.declared += len(req.GetInitialResourceVersions())
 		// §2.9: a reconnecting client lists what it holds; nothing it
 		// already has is sent again (§6.6).
@@ -367,6 +378,10 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 	for _, l := range req.GetResourceLocatorsUnsubscribe() {
 		unsubscribe(l.GetName(), l.GetDynamicParameters(), true)
 	}
+	if err := s.reserve(c.bytes); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	s.apply(c)
 	return nil
 }
@@ -382,6 +397,8 @@ type subChange struct {
 	next  map[db.Key]*db.Sub // the subscriptions as the request leaves them
 	count int                // the stream's subscriptions, all types, then
 	max   int                // Options.MaxSubscriptions
+	s     *stream            // whose byte limit add checks
+	bytes int64              // what the change adds to the stream's subscription state (subCost, declaredCost)
 	// force: watches answered even when the client holds what they cover
 	// (§1.6, §2.2); forceNames: names sent again (§2.3).
 	force      []*db.Sub
@@ -397,7 +414,7 @@ type subChange struct {
 
 // change starts a subChange of ts (s.mu held).
 func (s *stream) change(ts *typeState) *subChange {
-	return &subChange{ts: ts, next: maps.Clone(ts.ws.m), count: s.watchCount, max: s.srv.opts.MaxSubscriptions}
+	return &subChange{ts: ts, next: maps.Clone(ts.ws.m), count: s.watchCount, max: s.srv.opts.MaxSubscriptions, s: s}
 }
 
 // add subscribes w, unless it is already; it fails past
@@ -409,6 +426,11 @@ func (c *subChange) add(w *db.Sub) (bool, error) {
 	if c.count >= c.max {
 		return false, status.Errorf(codes.ResourceExhausted, "more than %d subscriptions on one stream", c.max)
 	}
+	cost := subCost(w)
+	if err := c.s.overStream(c.bytes + cost); err != nil {
+		return false, err
+	}
+	c.bytes += cost
 	c.next[w.Key] = w
 	c.count++
 	c.changed = true
@@ -420,6 +442,7 @@ func (c *subChange) drop(k db.Key) bool {
 	if _, ok := c.next[k]; !ok {
 		return false
 	}
+	c.bytes -= subCost(c.next[k])
 	delete(c.next, k)
 	c.count--
 	c.changed = true
@@ -481,6 +504,7 @@ func (s *stream) apply(c *subChange) {
 		}
 	}
 	s.watchCount = c.count
+	s.subBytes += c.bytes // the connection's share is reserved (reserve)
 	if c.changed {
 		ts.ws = s.srv.sets.intern(ts.typ.URL, c.next)
 	}

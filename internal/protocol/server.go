@@ -35,6 +35,16 @@ import (
 type Options struct {
 	// MaxSubscriptions per stream (all types together). Default 100000.
 	MaxSubscriptions int
+	// MaxSubscriptionBytes bounds the memory of one stream's subscription
+	// state (its subscriptions and the resource versions it declared), in
+	// bytes as subbytes.go estimates them. Default 128 MiB, which holds
+	// MaxSubscriptions' default of names up to about 60 bytes.
+	MaxSubscriptionBytes int64
+	// MaxConnSubscriptionBytes bounds the same for all the streams of one
+	// connection together, so that opening streams does not multiply it.
+	// It is per connection, not per identity: every client without a
+	// certificate has the identity "". Default 256 MiB.
+	MaxConnSubscriptionBytes int64
 	// RequestRate is the sustained requests per second a stream may send,
 	// RequestBurst the burst above it. Defaults 100/s and 1000.
 	RequestRate  float64
@@ -69,6 +79,7 @@ type Server struct {
 	ids     atomic.Uint64
 	mu      sync.Mutex
 	streams map[uint64]*stream
+	conns   map[string]*connBudget // by connKey: one per connection
 	closed  bool
 }
 
@@ -91,6 +102,12 @@ func NewCacheServer(d *db.DB, o Options, p cachepolicy.Policy) *Server {
 	if o.RequestBurst <= 0 {
 		o.RequestBurst = 1000
 	}
+	if o.MaxSubscriptionBytes <= 0 {
+		o.MaxSubscriptionBytes = 128 << 20
+	}
+	if o.MaxConnSubscriptionBytes <= 0 {
+		o.MaxConnSubscriptionBytes = 256 << 20
+	}
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = 64 << 20
 	}
@@ -98,7 +115,7 @@ func NewCacheServer(d *db.DB, o Options, p cachepolicy.Policy) *Server {
 		o.Logger = slog.Default()
 	}
 	return &Server{db: d, opts: o, policy: p, log: o.Logger, cache: newBodyCache(o.CacheBytes),
-		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}, fleet: fleet.NewIndex()}
+		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}, conns: map[string]*connBudget{}, fleet: fleet.NewIndex()}
 }
 
 // Register registers the ADS service (SotW and delta) and the per-type
@@ -181,11 +198,25 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 		return status.Error(codes.Unavailable, "server shutting down")
 	}
 	s.streams[st.id] = st
+	ck := connKey(ctx)
+	cb := s.conns[ck]
+	if cb == nil {
+		cb = &connBudget{}
+		s.conns[ck] = cb
+	}
+	cb.streams++
+	st.conn = cb
 	s.mu.Unlock()
 	s.metrics.streams.WithLabelValues(st.kind()).Inc()
 	defer func() {
+		st.mu.Lock()
+		cb.bytes.Add(-st.subBytes)
+		st.mu.Unlock()
 		s.mu.Lock()
 		delete(s.streams, st.id)
+		if cb.streams--; cb.streams == 0 {
+			delete(s.conns, ck)
+		}
 		last := len(s.streams) == 0
 		s.mu.Unlock()
 		if last {

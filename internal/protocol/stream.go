@@ -82,7 +82,9 @@ type stream struct {
 	types      map[string]*typeState
 	nonces     uint64
 	watchCount int
-	declared   int // initial_resource_versions entries taken, all types
+	subBytes   int64       // subscription state, in subCost bytes (MaxSubscriptionBytes)
+	conn       *connBudget // the connection's, shared by its streams
+	declared   int         // initial_resource_versions entries taken, all types
 	nackLog    logLimit
 	denyLog    logLimit
 	requests   int

@@ -35,11 +35,14 @@ import (
 type Options struct {
 	Client           client.Options
 	MaxSubscriptions int
-	RequestRate      float64
-	RequestBurst     int
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer
-	CacheLinger      time.Duration
+	// MaxSubscriptionBytes and MaxConnSubscriptionBytes are
+	// protocol.Options' (zero: its defaults).
+	MaxSubscriptionBytes, MaxConnSubscriptionBytes int64
+	RequestRate                                    float64
+	RequestBurst                                   int
+	Logger                                         *slog.Logger
+	Registerer                                     prometheus.Registerer
+	CacheLinger                                    time.Duration
 
 	// PendingWait is Policy.PendingWait (zero: 5s); tests shorten it.
 	PendingWait time.Duration
@@ -87,7 +90,8 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 		return nil, err
 	}
 	r.client, r.cache = c, cache
-	po := protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
+	po := protocol.Options{MaxSubscriptions: o.MaxSubscriptions, MaxSubscriptionBytes: o.MaxSubscriptionBytes,
+		MaxConnSubscriptionBytes: o.MaxConnSubscriptionBytes, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
 		Logger: o.Logger, Registerer: o.Registerer, Guard: o.Guard}
 	r.proto = protocol.NewCacheServer(cache, po, p)
 	if o.Registerer != nil {
