@@ -113,7 +113,8 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 		// etcd keeps no file to replace: the backup's state is applied as
 		// one batch, and the replicas serve it as a new revision.
 		ctx := context.Background()
-		st, err := openStore(ctx, *spec, ef, bolt.DefaultHistory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		// Damaged records do not stop it: the batch replaces them.
+		st, err := openStoreFor(ctx, *spec, ef, bolt.DefaultHistory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), true)
 		if err != nil {
 			return err
 		}

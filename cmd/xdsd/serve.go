@@ -51,6 +51,12 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 //
 // ef reaches a secured etcd; it is an error with another store.
 func openStore(ctx context.Context, spec string, ef etcdFlags, history int, log *slog.Logger) (store.Store, error) {
+	return openStoreFor(ctx, spec, ef, history, log, false)
+}
+
+// openStoreFor is openStore; with repair, an etcd store opens even when
+// records are damaged, and its next apply replaces them (restore).
+func openStoreFor(ctx context.Context, spec string, ef etcdFlags, history int, log *slog.Logger, repair bool) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	if kind != "etcd" && ef.set() {
 		return nil, usagef("--etcd-cert, --etcd-key, --etcd-ca, --etcd-user and --etcd-password-file are for --store etcd://…, not %q", spec)
@@ -71,7 +77,7 @@ func openStore(ctx context.Context, spec string, ef etcdFlags, history int, log 
 		if err := ef.apply(&o); err != nil {
 			return nil, err
 		}
-		o.Logger, o.History = log, history
+		o.Logger, o.History, o.Repair = log, history, repair
 		return etcd.Open(ctx, o)
 	}
 	return nil, usagef("--store %q: want bolt:PATH, mem: or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]", spec)
@@ -107,7 +113,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.watchDir, "watch", "", "apply this directory of resource files at start and on every change")
 	fs.DurationVar(&f.watchInterval, "watch-interval", 500*time.Millisecond, "how often --watch looks for changes (a positive duration)")
 	fs.IntVar(&f.history, "history", bolt.DefaultHistory, "how many revisions to keep for history, diff and rollback (older ones are compacted)")
-	fs.DurationVar(&f.verifyInterval, "verify-interval", time.Hour, "how often to read the whole store and check it for damage (bolt); damage marks /readyz degraded (0: never)")
+	fs.DurationVar(&f.verifyInterval, "verify-interval", time.Hour, "how often to read the whole store and check it for damage (bolt, etcd); damage marks /readyz degraded (0: never)")
 	fs.Int64Var(&f.maxBatchBytes, "max-batch-bytes", admin.DefaultMaxBatchBytes, "largest apply the admin API takes, in bytes (the server holds about half of it while storing it)")
 	pos, err := parse(fs, args, "serve [flags]", stdout)
 	if err != nil {
@@ -268,8 +274,16 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 func degraded(st store.Store, wh *watchHealth, vh *verifyHealth) func() string {
 	return func() string {
 		var why []string
-		if d := vh.degraded(); d != "" {
+		d := vh.degraded()
+		if d != "" {
 			why = append(why, d)
+		}
+		// An etcd replica's damaged record, read by the background check
+		// (then the same text as vh's) or by a reload.
+		if dm, ok := st.(interface{ Damaged() string }); ok {
+			if r := dm.Damaged(); r != "" && r != d {
+				why = append(why, r)
+			}
 		}
 		if u, ok := st.(interface{ Unreachable() string }); ok {
 			if r := u.Unreachable(); r != "" {

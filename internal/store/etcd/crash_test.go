@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/xdsd/xdsd/internal/store"
@@ -340,35 +342,131 @@ func TestHistoryAfterKillWhileCopying(t *testing.T) {
 	check("a replica started after the copy was finished", fresh)
 }
 
-// A record edited behind xdsd's back: opening the store fails naming the
-// etcd key and the commands that repair it, and once the key is deleted
-// as it says, the store opens (for xdsd restore).
+// A record edited behind xdsd's back (issue 27 point 10): opening the
+// store fails naming the etcd key and the command that repairs it; a
+// replica that was running reports it (Damaged, for /readyz) once it
+// reads it; and a store opened to repair (xdsd restore) replaces it
+// without the key being deleted by hand first: its next apply overwrites
+// a damaged record it puts and deletes one it does not, and the store
+// opens again.
 func TestDamagedRecordNamed(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	p := freshPrefix()
 	s := open(t, c, p)
-	if _, err := s.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Cluster("victim", "", "1")}}); err != nil {
+	running := open(t, c, p)
+	if _, err := s.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{
+		storetest.Cluster("victim", "", "1"), storetest.Cluster("gone", "", "1"), storetest.Cluster("kept", "", "1")}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	cl := c.Client(t)
 	r, err := cl.Get(context.Background(), p+"r/", clientv3.WithPrefix())
-	if err != nil || len(r.Kvs) != 1 {
+	if err != nil || len(r.Kvs) != 3 {
 		t.Fatalf("%d records under r/: %v", len(r.Kvs), err)
 	}
-	key := string(r.Kvs[0].Key)
-	if _, err := cl.Put(context.Background(), key, "\xff\xffnot a record"); err != nil {
-		t.Fatal(err)
+	var victim, gone string
+	for _, kv := range r.Kvs {
+		switch k := string(kv.Key); {
+		case strings.Contains(k, "victim"):
+			victim = k
+		case strings.Contains(k, "gone"):
+			gone = k
+		}
 	}
+	for _, k := range []string{victim, gone} {
+		if _, err := cl.Put(context.Background(), k, "\xff\xffnot a record"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A store opened plainly (a server starting) refuses, naming a key and
+	// the repair.
 	_, err = etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: p, RequestTimeout: testRequestTimeout})
 	want := "xdsd restore --store etcd://" + strings.Join(c.Endpoints(), ",") + strings.TrimSuffix(p, "/") + " FILE"
-	if err == nil || !strings.Contains(err.Error(), strconv.Quote(key)) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("opening a store with a damaged record: %v, want the key %q and %q", err, key, want)
+	if err == nil || !(strings.Contains(err.Error(), strconv.Quote(victim)) || strings.Contains(err.Error(), strconv.Quote(gone))) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("opening a store with a damaged record: %v, want a damaged key and %q", err, want)
 	}
 	t.Log(err)
-	// The repair it names opens the store again.
-	if _, err := cl.Delete(context.Background(), key); err != nil {
+
+	// The running replica goes on serving what it loaded, and reports the
+	// damage once it reads the records (the background check).
+	if running.Damaged() != "" {
+		t.Fatalf("damage reported before it was read: %s", running.Damaged())
+	}
+	if err := running.Check(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("check of a damaged store: %v", err)
+	}
+	if d := running.Damaged(); !strings.Contains(d, "is damaged") || !strings.Contains(d, want) {
+		t.Fatalf("Damaged() = %q, want the key and %q", d, want)
+	}
+
+	// Restore's open: the damaged records are left out of the state, and
+	// the next apply (the backup's state: victim and kept) replaces victim
+	// and deletes gone.
+	rs, err := etcd.Open(context.Background(), etcd.Options{Endpoints: c.Endpoints(), Prefix: p, RequestTimeout: testRequestTimeout, Repair: true})
+	if err != nil {
+		t.Fatalf("opening to repair: %v", err)
+	}
+	defer rs.Close()
+	vs, err := rs.StateAt(context.Background(), rs.Rev(), store.Filter{})
+	if err != nil || len(vs) != 1 || vs[0].Name != "kept" {
+		t.Fatalf("the repairing store's state: %v %v, want kept alone", vs, err)
+	}
+	res, err := rs.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Cluster("victim", "", "restored")}})
+	if err != nil {
+		t.Fatalf("the repairing apply: %v", err)
+	}
+	l, err := rs.Revisions(context.Background(), store.HistoryQuery{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	open(t, c, p)
+	var last store.Revision
+	for _, r := range l.Revisions {
+		if r.Rev == res.Rev {
+			last = r
+		}
+	}
+	var listed []string
+	for _, ch := range last.Changes {
+		listed = append(listed, ch.Key.Name+" "+string(ch.Op))
+	}
+	slices.Sort(listed)
+	t.Logf("revision %d lists %q", res.Rev, listed)
+	if !slices.Equal(listed, []string{"gone deleted", "victim created"}) {
+		t.Fatalf("revision %d lists %q, want gone deleted and victim created", res.Rev, listed)
+	}
+	if r, err := cl.Get(context.Background(), gone); err != nil || len(r.Kvs) != 0 {
+		t.Fatalf("the damaged record the backup lacks is still there: %v %v", r.Kvs, err)
+	}
+
+	// The store opens again, with the restored state; the running replica
+	// follows it, and its next check finds nothing damaged.
+	again := open(t, c, p)
+	want2 := map[string]string{"victim": "restored", "kept": "1"}
+	for _, st := range []*etcd.Store{again, running} {
+		testutil.Eventually(t, "the restored state", func() bool {
+			vs, err := st.StateAt(context.Background(), st.Rev(), store.Filter{})
+			if err != nil || len(vs) != 2 {
+				return false
+			}
+			for _, v := range vs {
+				if tagOf(t, v) != want2[v.Name] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if err := running.Check(context.Background()); err != nil || running.Damaged() != "" {
+		t.Fatalf("check after the repair: %v, Damaged() = %q", err, running.Damaged())
+	}
+}
+
+// tagOf is a stored cluster's alt_stat_name (storetest.Cluster's tag).
+func tagOf(t *testing.T, v *resource.Variant) string {
+	t.Helper()
+	m, err := v.Message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.(*clusterv3.Cluster).GetAltStatName()
 }

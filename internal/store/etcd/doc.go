@@ -82,4 +82,11 @@
 //     fails within RequestTimeout saying etcd is unreachable; Unreachable
 //     reports it for /readyz; the watch resumes, or reloads, when etcd
 //     returns.
+//   - A record under r/ edited behind xdsd's back, so that it no longer
+//     decodes: Open fails naming the key and the repair; a running
+//     replica keeps serving what it loaded, and Damaged reports it for
+//     /readyz once Check or a reload reads it (a reload that fails is
+//     retried after 5 s, not at once). Open with Repair leaves such
+//     records out, and its next commit replaces or deletes them (xdsd
+//     restore).
 package etcd

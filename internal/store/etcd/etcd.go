@@ -76,6 +76,13 @@ type Options struct {
 	// Username and Password authenticate to etcd when its auth is
 	// enabled; empty Username: no authentication.
 	Username, Password string
+	// Repair opens a store even when records under its prefix do not
+	// decode (edited or damaged behind xdsd's back, which makes a plain
+	// Open fail): they are left out of the state, and the next Apply that
+	// commits deletes each one it does not put, in the same transaction.
+	// It is how xdsd restore replaces damaged contents; a server does not
+	// set it, as it would serve a state without those records.
+	Repair bool
 }
 
 // ClientTLS makes the TLS configuration of a client of etcd from PEM
@@ -153,6 +160,13 @@ type Store struct {
 	notify  store.Notifier
 	closed  bool
 	unreach string // why etcd was last found unreachable, "" when fine
+	// damage is the last full read's (a reload, Check) damaged record, ""
+	// when it found none: /readyz shows it while the replica serves the
+	// state it loaded before.
+	damage string
+	// repair: the keys under r/ (after it) of the records a Repair open
+	// left out; the next commit deletes those it does not put.
+	repair [][]byte
 }
 
 // Open connects to etcd, loads the state under the prefix and follows it.
@@ -460,16 +474,17 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 			metaChanged = true
 		}
 	}
+	repair := s.repair
 	s.mu.Unlock()
-	if p.Empty() && !metaChanged {
+	if p.Empty() && !metaChanged && len(repair) == 0 {
 		return store.Result{Rev: h.Rev}, false, nil
 	}
 
 	nh := head{Rev: h.Rev}
-	if !p.Empty() {
+	if !p.Empty() || len(repair) > 0 {
 		nh.Rev++
 	}
-	ops, err := planOps(p, nh.Rev, b.Audit)
+	ops, err := planOps(p, nh.Rev, b.Audit, repair)
 	if err != nil {
 		return store.Result{}, false, err
 	}
@@ -525,11 +540,17 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		s.headVer = ver + 1
 	}
 	s.mu.Unlock()
+	if len(repair) > 0 {
+		s.mu.Lock()
+		s.repair = nil
+		s.mu.Unlock()
+		s.log.Info("etcd store: the damaged records are replaced or deleted", "rev", nh.Rev, "records", len(repair))
+	}
 	if err := s.waitVer(ctx, ver+1, commitRev); err != nil {
 		return store.Result{}, false, err
 	}
 	if p.Empty() {
-		return store.Result{Rev: h.Rev}, false, nil
+		return store.Result{Rev: nh.Rev}, false, nil
 	}
 	return p.Result(nh.Rev), false, nil
 }
@@ -563,10 +584,23 @@ func (s *Store) waitVer(ctx context.Context, ver, erev int64) error {
 
 // planOps turns plan p, committed as revision rev, into the writes that
 // store it: the variants and metadata, and the revision's history record
-// and undo data.
-func planOps(p store.Plan, rev int64, a store.Audit) ([]op, error) {
+// and undo data. repair are damaged records (Options.Repair): each one the
+// plan does not put is deleted, and listed in the revision as deleted.
+func planOps(p store.Plan, rev int64, a store.Audit, repair [][]byte) ([]op, error) {
 	var ops []op
-	if !p.Empty() {
+	put := make(map[string]bool, len(p.Puts))
+	if len(repair) > 0 {
+		for _, v := range p.Puts {
+			put[string(store.ResKey(v.Key()))] = true
+		}
+	}
+	var drop [][]byte
+	for _, k := range repair {
+		if !put[string(k)] {
+			drop = append(drop, k)
+		}
+	}
+	if !p.Empty() || len(repair) > 0 {
 		r := store.NewRevision(rev, time.Now(), a, p)
 		r.Changes = nil // kept as opChange, one per key
 		rb, err := store.MarshalRevision(r)
@@ -600,9 +634,17 @@ func planOps(p store.Plan, rev int64, a store.Audit) ([]op, error) {
 				return nil, err
 			}
 		}
+		for _, k := range drop {
+			if _, err := store.SplitKey(k); err == nil { // history lists resources only
+				ops = append(ops, op{kind: opChange, key: append([]byte(revKey(rev)+"/"), k...), val: []byte{chDeleted}})
+			}
+		}
 	}
 	for _, k := range p.Deletes {
 		ops = append(ops, op{kind: opDelete, key: store.ResKey(k)})
+	}
+	for _, k := range drop {
+		ops = append(ops, op{kind: opDelete, key: k})
 	}
 	for _, v := range p.Puts {
 		rec, err := store.EncodeRecord(v)

@@ -88,18 +88,20 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 	}
 	state := store.NewMemState(1)
 	rp := s.key("r/")
+	var repair [][]byte
 	err = s.scan(ctx, rp, erev, false, func(k, v []byte) error {
-		key, err := store.SplitKey(k[len(rp):])
-		if err != nil {
-			return s.damaged(k, err)
+		vr, err := s.decodeRecord(k, v)
+		if err != nil && s.o.Repair {
+			repair = append(repair, bytes.Clone(k[len(rp):]))
+			return nil
 		}
-		vr, err := store.DecodeRecord(key, v)
 		if err != nil {
-			return s.damaged(k, err)
+			return err
 		}
 		state.Put(vr)
 		return nil
 	})
+	s.noteDamage(err)
 	if err != nil {
 		return 0, err
 	}
@@ -151,19 +153,98 @@ func (s *Store) reload(ctx context.Context) (int64, error) {
 	}
 	changed := s.st.Replace(h.Rev, state, hist, compacted)
 	s.headVer = ver
+	s.repair = repair
 	if changed {
 		s.notify.Wake()
 	}
 	return erev, nil
 }
 
-// damaged is the error of a record under r/ that does not decode: edited
-// behind xdsd's back, or damaged in etcd. It names the etcd key, and the
-// commands that repair it: restore cannot open a store holding the
-// damaged record either, so the record goes first.
-func (s *Store) damaged(key []byte, err error) error {
-	return fmt.Errorf("etcd key %q is damaged: %w; delete it (etcdctl del %q), then put a backup back with `xdsd restore --store etcd://%s%s FILE`",
-		key, err, key, strings.Join(s.o.Endpoints, ","), strings.TrimSuffix(s.o.Prefix, "/"))
+// decodeRecord decodes the record at etcd key k (under r/), or returns a
+// damagedError naming the key.
+func (s *Store) decodeRecord(k, v []byte) (*resource.Variant, error) {
+	key, err := store.SplitKey(k[len(s.key("r/")):])
+	if err == nil {
+		var vr *resource.Variant
+		if vr, err = store.DecodeRecord(key, v); err == nil {
+			return vr, nil
+		}
+	}
+	return nil, &damagedError{key: string(k), err: err,
+		url: "etcd://" + strings.Join(s.o.Endpoints, ",") + strings.TrimSuffix(s.o.Prefix, "/")}
+}
+
+// damagedError is a record under r/ that does not decode: edited behind
+// xdsd's back, or damaged in etcd. It names the etcd key, and the command
+// that repairs it: restore replaces the damaged record (Options.Repair).
+type damagedError struct {
+	key, url string
+	err      error
+}
+
+func (e *damagedError) Error() string {
+	return fmt.Sprintf("etcd key %q is damaged: %v; put a backup back with `xdsd restore --store %s FILE`, which replaces it",
+		e.key, e.err, e.url)
+}
+
+func (e *damagedError) Unwrap() error { return e.err }
+
+// noteDamage records what a full read of the records found, for Damaged:
+// a damaged record, or none (err nil). Other errors (etcd unreachable)
+// say nothing of the records and leave it as it was.
+func (s *Store) noteDamage(err error) {
+	var de *damagedError
+	switch {
+	case err == nil:
+	case errors.As(err, &de):
+	default:
+		return
+	}
+	s.mu.Lock()
+	was := s.damage
+	s.damage = ""
+	if err != nil {
+		s.damage = err.Error()
+	}
+	running := s.cancel != nil // Open returns its own error
+	s.mu.Unlock()
+	switch {
+	case !running:
+	case err != nil && was == "":
+		s.log.Error("etcd store: a record is damaged; serving the state loaded before, /readyz degraded", "err", err)
+	case err == nil && was != "":
+		s.log.Info("etcd store: no record is damaged any more")
+	}
+}
+
+// Damaged says which record the last full read of the records found
+// damaged, with the repair, or "" when it found none: a running replica
+// keeps serving the state it loaded, and /readyz shows it.
+func (s *Store) Damaged() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.damage
+}
+
+// Check implements store.Checker: it reads every record under the
+// prefix, at one etcd revision, and reports the first that does not
+// decode (also kept for Damaged). A record edited behind xdsd's back
+// changes no head, so a running replica would not read it otherwise.
+func (s *Store) Check(ctx context.Context) error {
+	rp := s.key("r/")
+	resp, err := s.readHead(ctx)
+	if err != nil {
+		return err
+	}
+	err = s.scan(ctx, rp, resp.Header.Revision, false, func(k, v []byte) error {
+		_, err := s.decodeRecord(k, v)
+		return err
+	})
+	s.noteDamage(err)
+	if _, ok := errors.AsType[*damagedError](err); !ok {
+		return nil // not damage: Unreachable says why etcd did not answer
+	}
+	return err
 }
 
 // historyOf gathers the revisions whose records and changes ops hold,
@@ -286,6 +367,9 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 	go func() { defer close(probed); s.probe(ctx) }()
 	from := erev + 1
 	for ctx.Err() == nil {
+		// A reload that fails (a damaged record, Damaged) is tried again
+		// after a while, not at once: each one reads every record.
+		pause := 200 * time.Millisecond
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := s.c.Watch(wctx, s.headKey(), clientv3.WithRev(from))
 		for resp := range wch {
@@ -293,6 +377,8 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 				s.log.Info("etcd store: watch compacted; reloading the whole state", "from", from)
 				if e, err := s.reload(ctx); err == nil {
 					from = e + 1
+				} else {
+					pause = 5 * time.Second
 				}
 				break
 			}
@@ -315,6 +401,8 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 				s.log.Warn("etcd store: following head failed; reloading", "err", failed)
 				if e, err := s.reload(ctx); err == nil {
 					from = e + 1
+				} else {
+					pause = 5 * time.Second
 				}
 				break
 			}
@@ -322,7 +410,7 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 		cancel()
 		select {
 		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 }
