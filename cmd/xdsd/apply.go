@@ -319,7 +319,8 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	dryRun := fs.Bool("dry-run", false, "store nothing: print, for each group of clients, the variants it would newly get, lose and keep, and what would refuse the batch (exit status as apply's)")
 	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout)")
 	waitTimeout := fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
-	pos, err := parse(fs, args, "apply [--admin ADDR] [--client auto|envoy|grpc|none] [--fleet FILE] [--force] [--dry-run] [--wait [--wait-timeout 60s]] -f FILE|DIR|-", stdout)
+	cf := addCanaryFlags(fs)
+	pos, err := parse(fs, args, "apply [--admin ADDR] [--client auto|envoy|grpc|none] [--fleet FILE] [--force] [--dry-run] [--canary SPEC [--bake 5m]] [--wait [--wait-timeout 60s] [--rollback-on-nack]] -f FILE|DIR|-", stdout)
 	if err != nil {
 		return err
 	}
@@ -339,6 +340,12 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	q := url.Values{"client": {*client}, "list": {strconv.Itoa(maxListed)}}
+	if err := cf.check(q, *wait, *waitTimeout); err != nil {
+		return err
+	}
+	if *dryRun && *cf.spec != "" {
+		return usagef("--dry-run stores nothing, so there is nothing to stage for --canary (a dry run shows what every group would get)")
+	}
 	if *fleetFile != "" {
 		if *client == "none" {
 			return usagef("--fleet declares clients for the client checks, which --client none turns off")
@@ -409,14 +416,30 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, f.Error())
 	}
 	printResult(stdout, res)
+	changed, deleted := counts(res)
+	if *cf.spec != "" && changed+deleted > 0 {
+		fmt.Fprintf(stdout, "revision %d is staged: only clients in the canary %s get it", res.Revision, q.Get("canary"))
+		if *cf.bake > 0 {
+			fmt.Fprintf(stdout, "; the server promotes it after %v if a canary client ACKs it and none NACKs it", *cf.bake)
+		}
+		fmt.Fprintf(stdout, " (xdsd rollout promote|abort %d)\n", res.Revision)
+	}
 	if !*wait {
 		return nil
 	}
-	if changed, deleted := counts(res); changed+deleted == 0 {
+	if changed+deleted == 0 {
 		fmt.Fprintln(stdout, "nothing changed: no rollout to wait for")
 		return nil
 	}
-	return waitRollout(ac, res.Revision, *waitTimeout, stdout)
+	if *cf.spec != "" {
+		return waitStaged(ac, res.Revision, *waitTimeout, stdout)
+	}
+	err = waitRollout(ac, res.Revision, *waitTimeout, stdout)
+	var ee exitError
+	if *cf.rollbackOnNack && errors.As(err, &ee) && ee.code == exitNacked {
+		return rollbackOnNack(ac, res.Revision, err, stdout)
+	}
+	return err
 }
 
 // fleetParam is the fleet= parameter that declares groups to the server.

@@ -122,6 +122,9 @@ func runHistory(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range l.Revisions {
 		fmt.Fprintf(stdout, "revision %d  %s  %s  %s\n", r.Rev, r.Time.Format("2006-01-02 15:04:05Z07:00"), who(r.Audit), plural(r.Total, "change"))
+		if line := stageLine(r, l); line != "" {
+			fmt.Fprintln(stdout, "  "+line)
+		}
 		for i, c := range r.Changes {
 			if i == maxChangesShown {
 				fmt.Fprintf(stdout, "  ... and %d more\n", len(r.Changes)-i)

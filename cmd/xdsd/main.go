@@ -37,6 +37,7 @@ func commands() []command {
 		{"history", "the revisions of the store, newest first: when, who, what changed", runHistory},
 		{"diff", "what changed between two revisions, variant by variant, as a diff of the YAML", runDiff},
 		{"rollback", "restore the state of an earlier revision, as a new revision", runRollback},
+		{"rollout", "promote or abort a staged revision (apply --canary): rollout promote|abort REV", runRollout},
 		{"backup", "write a consistent, verified copy of a running server's store to a file", runBackup},
 		{"restore", "replace a stopped server's store with a backup (offline)", runRestore},
 		{"version", "print the version and VCS revision xdsd was built from", runVersion},

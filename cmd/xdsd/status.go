@@ -106,6 +106,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	for _, u := range rep.Unreachable {
 		fmt.Fprintf(stderr, "xdsd status: warning: replica %s (its clients are not listed)\n", u)
 	}
+	if *output == "text" {
+		if err := printStaged(ac, stdout); err != nil {
+			return err
+		}
+	}
 	switch *output {
 	case "json":
 		enc := json.NewEncoder(stdout)

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -165,6 +166,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/rollout", a.rollout)
 	mux.HandleFunc("GET /v1/backup", a.backup)
 	mux.HandleFunc("POST /v1/rollback", gate.admit(a.rollback))
+	mux.HandleFunc("POST /v1/rollout/promote", gate.admit(a.closeStage(store.StatePromoted)))
+	mux.HandleFunc("POST /v1/rollout/abort", gate.admit(a.closeStage(store.StateAborted)))
 	// Go's profiler, for an operator chasing CPU or memory.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -184,6 +187,9 @@ func Handler(o Options) http.Handler {
 type api struct {
 	o      Options
 	stored storedSummaries
+
+	stagedMu sync.Mutex
+	stagedAt *stagedCache // stagedNow's last answer
 }
 
 // ready answers /readyz: 503 until ready; then 200 "ok", or 200
@@ -521,6 +527,26 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		a.dryRun(w, r, b)
 		return
 	}
+	stage, err := stageParams(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	// Refused before its body is read while a revision is staged; a
+	// canary apply commits only on the revision it was checked at.
+	what := "apply"
+	if stage != nil {
+		what = "other canary apply"
+	}
+	rec, staged, at, err := a.stagedNow(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if staged {
+		writeError(w, http.StatusConflict, &StagedError{Rev: rec.Rev, Canary: rec.Audit.Stage.Canary, What: what})
+		return
+	}
 	apply := a.o.Store.Apply
 	if s, ok := a.o.Store.(store.Prewriter); ok {
 		// The store writes the batch's payloads while the rest is read.
@@ -542,6 +568,11 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	docs, findings, notes := len(b.batch.Puts), b.findings, append(b.notes, warn...)
 	b.batch.Audit = a.audit(r, "apply")
+	if stage != nil {
+		b.batch.Audit.Via = "apply --canary " + stage.Canary
+		b.batch.Audit.Stage = stage
+		b.batch.IfRev = at
+	}
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
 	gc.Storing()
 	read := time.Since(start)
@@ -554,6 +585,9 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		var be *store.BatchError
 		if errors.As(err, &be) {
 			code = http.StatusBadRequest
+		}
+		if errors.Is(err, store.ErrConflict) {
+			code = http.StatusConflict
 		}
 		writeError(w, code, err)
 		return
@@ -740,6 +774,9 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	d := store.Delete{Type: f.typ, Name: f.name, All: f.constraints == nil}
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
+	}
+	if a.refuseStaged(w, r, "delete") {
+		return
 	}
 	if !a.watchGuard(w, r, store.Batch{Deletes: []store.Delete{d}}) {
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -268,7 +269,24 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	if a.refuseStaged(w, r, "rollback") {
+		return
+	}
 	cur := a.o.Store.Rev()
+	// if_rev: roll back only if the store is still at that revision (apply
+	// --rollback-on-nack undoes its own revision, never a later one).
+	ifRev, err := intParam(r, "if_rev", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if ifRev > 0 {
+		if err := store.CheckIfRev(store.Batch{IfRev: ifRev}, cur); err != nil {
+			historyError(w, err)
+			return
+		}
+		cur = ifRev
+	}
 	old, err := a.o.Store.StateAt(r.Context(), rev, f)
 	if err != nil {
 		historyError(w, err)
@@ -344,9 +362,16 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	tick := time.NewTicker(rolloutPoll)
 	defer tick.Stop()
+	report := func() (rollout.Report, bool) {
+		rep := a.stagedRollout(r.Context(), a.fleetRollout(r, rev, changes))
+		if rep.Stage != nil {
+			return rep, stageDone(rep)
+		}
+		return rep, rep.Done
+	}
 	for {
-		rep := a.fleetRollout(r, rev, changes)
-		if rep.Done {
+		rep, done := report()
+		if done {
 			writeJSON(w, http.StatusOK, rep)
 			return
 		}
@@ -355,7 +380,8 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 			continue
 		case <-ctx.Done():
 		}
-		writeJSON(w, http.StatusOK, a.fleetRollout(r, rev, changes))
+		rep, _ = report()
+		writeJSON(w, http.StatusOK, rep)
 		return
 	}
 }

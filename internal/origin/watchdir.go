@@ -231,6 +231,15 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 	if next := encodeOwnership(now); !bytes.Equal(next, rec) {
 		b.Meta = map[string][]byte{w.key: next}
 	}
+	// While a revision is staged nothing else commits (docs/rollouts.md):
+	// the directory is read again each round, and applied once the
+	// staged revision is promoted or aborted.
+	if rec, staged, err := store.Staged(ctx, w.Store); err != nil {
+		return store.Result{}, false, err
+	} else if staged {
+		return store.Result{}, false, fmt.Errorf("%s is not applied while revision %d is staged for the canary %s: run `xdsd rollout promote %d` or `xdsd rollout abort %d`, and the directory is applied next",
+			w.Dir, rec.Rev, rec.Audit.Stage.Canary, rec.Rev, rec.Rev)
+	}
 	res, err := w.Store.Apply(ctx, b)
 	if err != nil {
 		if be := (*store.BatchError)(nil); errors.As(err, &be) {
