@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -223,23 +224,46 @@ func (a *api) fleetClients(r *http.Request) (any, []fleet.Unreachable, error) {
 	if len(others) == 0 {
 		return mine, failed, nil
 	}
+	// The answers are joined as JSON arrays, never decoded: this
+	// replica's clients are encoded once, as a lone server's are.
 	b, err := json.Marshal(mine)
 	if err != nil {
 		return nil, nil, err
 	}
-	var all []json.RawMessage
-	if err := json.Unmarshal(b, &all); err != nil {
-		return nil, nil, err
-	}
-	failed = append(failed, a.ask(r, others, "/v1/clients", nil, nil, func(_ string, body []byte) error {
-		var theirs []json.RawMessage
-		if err := json.Unmarshal(body, &theirs); err != nil {
-			return err
+	theirs := map[string]json.RawMessage{}
+	failed = append(failed, a.ask(r, others, "/v1/clients", nil, nil, func(name string, body []byte) error {
+		if !json.Valid(body) || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+			return fmt.Errorf("its /v1/clients is not a JSON list")
 		}
-		all = append(all, theirs...)
+		theirs[name] = body
 		return nil
 	})...)
-	return all, failed, nil
+	// This replica's clients first, then each other's by name.
+	all := []json.RawMessage{b}
+	for _, n := range slices.Sorted(maps.Keys(theirs)) {
+		all = append(all, theirs[n])
+	}
+	return joinArrays(all), failed, nil
+}
+
+// joinArrays joins JSON arrays (or nulls: none) into one.
+func joinArrays(arrays []json.RawMessage) json.RawMessage {
+	out := []byte{'['}
+	for _, a := range arrays {
+		a = bytes.TrimSpace(a)
+		if len(a) < 2 || a[0] != '[' {
+			continue // null
+		}
+		inner := bytes.TrimSpace(a[1 : len(a)-1])
+		if len(inner) == 0 {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, inner...)
+	}
+	return append(out, ']')
 }
 
 // fleetRollout is Options.Rollout merged with the other replicas': a

@@ -137,3 +137,46 @@ func TestClientPageAcrossReplicas(t *testing.T) {
 		t.Errorf("limit=0: %d %s", resp.StatusCode, body)
 	}
 }
+
+// /v1/clients joins the replicas' lists: this one's first, then each
+// other's by name, none decoded; an empty or null list adds nothing.
+func TestClientsAcrossReplicas(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	replica := func(clients any) string {
+		s := httptest.NewServer(admin.Handler(admin.Options{Logger: quiet, Clients: func() any { return clients }}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	others := map[string]string{
+		"c": replica([]protocol.Client{{NodeID: "c1", Replica: "c"}}),
+		"b": replica([]protocol.Client{{NodeID: "b1", Replica: "b"}, {NodeID: "b2", Replica: "b"}}),
+		"d": replica([]protocol.Client{}),
+		"e": replica(nil),
+	}
+	for _, mine := range []any{[]protocol.Client{{NodeID: "a1", Replica: "a"}}, []protocol.Client{}, nil} {
+		srv := httptest.NewServer(admin.Handler(admin.Options{Logger: quiet, Clients: func() any { return mine },
+			Replicas: func(context.Context) (map[string]string, error) { return others, nil }}))
+		resp, err := http.Get(srv.URL + "/v1/clients")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []protocol.Client
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		srv.Close()
+		if err != nil {
+			t.Fatalf("mine %v: %v", mine, err)
+		}
+		var nodes []string
+		for _, c := range got {
+			nodes = append(nodes, c.NodeID)
+		}
+		want := "b1,b2,c1"
+		if mine != nil && len(mine.([]protocol.Client)) > 0 {
+			want = "a1," + want
+		}
+		if strings.Join(nodes, ",") != want {
+			t.Errorf("mine %v: %v, want %s", mine, nodes, want)
+		}
+	}
+}
