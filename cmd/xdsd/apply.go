@@ -20,6 +20,7 @@ import (
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/clientcheck"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/resource/files"
 )
@@ -97,7 +98,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if flagSet(fs, "admin") {
-		connected, err := readGroups(ac)
+		connected, err := readGroups(ac, stderr)
 		if err != nil {
 			return err
 		}
@@ -162,7 +163,9 @@ func narrowHint(check *clientcheck.Checker) string {
 
 // readGroups reads the connected clients' groups from a server's admin
 // API (GET /v1/groups).
-func readGroups(ac *adminClient) ([]clientcheck.Group, error) {
+// A replica that did not answer is named on w: its clients are not
+// checked for.
+func readGroups(ac *adminClient, w io.Writer) ([]clientcheck.Group, error) {
 	req, err := ac.request(http.MethodGet, "/v1/groups", nil)
 	if err != nil {
 		return nil, err
@@ -174,6 +177,7 @@ func readGroups(ac *adminClient) ([]clientcheck.Group, error) {
 			Count  int               `json:"count"`
 			Nodes  []string          `json:"sample_nodes"`
 		} `json:"groups"`
+		Unreachable []fleet.Unreachable `json:"unreachable_replicas"`
 	}
 	if err := ac.do(httpClient, req, &list); err != nil {
 		var ae *answerErr
@@ -181,6 +185,9 @@ func readGroups(ac *adminClient) ([]clientcheck.Group, error) {
 			return nil, fmt.Errorf("the server at %s does not list its clients (GET /v1/groups): it is older than this xdsd or serves none; declare the clients with --fleet FILE", ac.addr)
 		}
 		return nil, err
+	}
+	for _, u := range list.Unreachable {
+		fmt.Fprintf(w, "xdsd validate: warning: replica %s did not answer (%s): its clients are not checked for\n", u.Replica, u.Error)
 	}
 	out := make([]clientcheck.Group, 0, len(list.Groups))
 	for _, g := range list.Groups {

@@ -202,6 +202,10 @@ func TestUnreachableReplicaIsNamed(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"unreachable_replicas"`) || !strings.Contains(out, ghost) {
 		t.Fatalf("status -o json: %s", out)
 	}
+	code, out, errOut = runCmd(t, "validate", "--admin", admA, "-f", file(routes("p1", "t1")))
+	if code != 0 || !strings.Contains(errOut, "replica "+ghost+" did not answer") || !strings.Contains(errOut, "its clients are not checked for") {
+		t.Fatalf("validate --admin A with a ghost replica: exit %d\n%s%s", code, out, errOut)
+	}
 	_, body := httpGet(t, "http://"+admA+"/v1/groups")
 	var gl admin.GroupList
 	if err := json.Unmarshal([]byte(body), &gl); err != nil || len(gl.Groups) != 1 || len(gl.Unreachable) != 1 || gl.Unreachable[0].Replica != ghost || gl.Unreachable[0].Error == "" {
