@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -299,4 +300,38 @@ func TestFleetAcrossTLSReplicas(t *testing.T) {
 		t.Fatalf("status through D (no peer CA): exit %d, want A, B and C named as not verified\n%s%s", code, out, errOut)
 	}
 	t.Logf("through D:\n%s", errOut)
+}
+
+// Replicas whose admin APIs listen on every address and ask for no
+// credentials register by the machine's name, and answer one another
+// asking by it (not 421, the answer to a Host they do not know).
+func TestReplicasOnUnspecifiedAddresses(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	if _, err := net.LookupHost(host); err != nil {
+		t.Skipf("this machine's name %s does not resolve: %v", host, err)
+	}
+	c := etcdtest.Start(t, 1)
+	url := c.URL("any")
+	loop := func(adm string) string {
+		_, port, err := net.SplitHostPort(adm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "127.0.0.1:" + port
+	}
+	_, admA := startServe(t, "--store", url, "--admin-addr", "0.0.0.0:0", "--insecure-admin", "true")
+	xdsB, admB := startServe(t, "--store", url, "--admin-addr", "0.0.0.0:0", "--insecure-admin", "true")
+	if code, _, errOut := runCmd(t, "apply", "--admin", loop(admA), "-f", writeFile(t, t.TempDir(), "r.yaml", routes("p1", "t1"))); code != 0 {
+		t.Fatal(errOut)
+	}
+	test := onReplica(t, xdsB, "test-on-b", "test")
+	defer test.Close()
+	_, portB, _ := net.SplitHostPort(admB)
+	code, out, errOut := runCmd(t, "status", "--admin", loop(admA))
+	if code != 0 || !strings.Contains(out, "test-on-b") || !strings.Contains(out, "on replica "+net.JoinHostPort(host, portB)) || errOut != "" {
+		t.Fatalf("status through A: exit %d, want B's client on replica %s\n%s%s", code, net.JoinHostPort(host, portB), out, errOut)
+	}
 }

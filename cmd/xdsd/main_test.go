@@ -93,6 +93,8 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 			f.policyFile = extra[i+1]
 		case "--admin-token-file":
 			f.tokenFile = extra[i+1]
+		case "--admin-addr":
+			f.adminAddr = extra[i+1]
 		case "--admin-peer-ca":
 			f.peers.ca = extra[i+1]
 		case "--admin-peer-token-file":

@@ -35,12 +35,7 @@ func (r *replicaSet) register(ctx context.Context, adminAddr string, https bool)
 	if err != nil {
 		return "", err
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if h, err := os.Hostname(); err == nil {
-			host = h
-		}
-	}
-	name := net.JoinHostPort(host, port)
+	name := net.JoinHostPort(advertisedHost(host), port)
 	scheme := "http://"
 	if https {
 		scheme = "https://"
@@ -50,6 +45,18 @@ func (r *replicaSet) register(ctx context.Context, adminAddr string, https bool)
 	}
 	r.self.Store(&name)
 	return name, nil
+}
+
+// advertisedHost is the host name the other replicas reach an admin API
+// listening on host by: the machine's name in place of an unspecified
+// address (0.0.0.0, [::]), else host.
+func advertisedHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			return h
+		}
+	}
+	return host
 }
 
 // others lists the other live replicas' admin URLs by name (none for a

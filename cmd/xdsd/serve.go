@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -199,6 +200,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	}), reps != nil)
 	if err != nil {
 		return err
+	}
+	if host, _, err := net.SplitHostPort(f.adminAddr); err == nil && reps != nil && advertisedHost(host) != host {
+		// The others ask this replica by the machine's name (register):
+		// an admin API without credentials answers only the Host names
+		// it knows as its own.
+		ao.Hosts = append(ao.Hosts, advertisedHost(host))
 	}
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(ao))
 	if err != nil {
