@@ -57,7 +57,7 @@ type group struct{ typ, name string }
 // or nil, and the replicas that did not answer (whose clients it could
 // not check).
 func (a *api) stranded(r *http.Request, b store.Batch) ([]fleet.Unreachable, error) {
-	if a.o.Concerned == nil || a.o.Store == nil {
+	if a.o.Concerned == nil || a.o.Store == nil || !mayStrand(b) {
 		return nil, nil
 	}
 	ctx := r.Context()
@@ -184,6 +184,34 @@ func (a *api) stranded(r *http.Request, b store.Batch) ([]fleet.Unreachable, err
 	}
 	sort.Strings(out)
 	return failed, &StrandedError{Clients: out, More: more}
+}
+
+// mayStrand reports whether batch b could strand any client, from the
+// batch alone: a resource it puts with an unconstrained variant matches
+// every client's parameters, and one it deletes outright strands nobody
+// (see check), so a batch of only those — every batch without TP2
+// variants — needs no question to the fleet index, here or on the other
+// replicas. That question builds
+// the status of every subscriber of what changed: 26 ms of serve's CPU per
+// one-cluster apply with 5,000 SotW streams × 100 clusters subscribed
+// (bench scenario h), for an answer known in advance.
+func mayStrand(b store.Batch) bool {
+	open := map[group]bool{} // a put with an unconstrained variant
+	for _, v := range b.Puts {
+		g := group{v.Type.URL, v.Name}
+		open[g] = open[g] || v.Constraints.IsZero()
+	}
+	for _, ok := range open {
+		if !ok {
+			return true
+		}
+	}
+	for _, d := range b.Deletes {
+		if _, put := open[group{d.Type, d.Name}]; !put && !d.All {
+			return true // one variant deleted: the others may not cover
+		}
+	}
+	return false
 }
 
 func anyMatch(vs []*resource.Variant, p constraint.Params) bool {
