@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/xdsd/xdsd/bench/control"
@@ -130,7 +131,9 @@ func (b *bench) runH(w io.Writer) []error {
 			return b.failed(w, title, err)
 		}
 	}
+	done := b.profile(map[string]string{"serve-h": serve.admin, "embedded-h": emb.control})
 	b.runTurns(title, arms, b.rounds)
+	done()
 	writeArms(w, title, arms)
 	writeRatio(w, s, e, 1.2)
 	return armErrs("h", arms)
@@ -444,6 +447,26 @@ func (b *bench) runTiers(w io.Writer) []error {
 			many, few, spread(q, "%.2f×"), verdict(q, 1.2))
 	}
 	return armErrs("tiers", arms)
+}
+
+// profile, when $XDSBENCH_PROFILE_DIR is set, takes a CPU profile of each
+// server (name → the address of its /debug/pprof/) for as long as the
+// rounds take at most (3 s each), into that directory as NAME.cpu. The
+// returned function waits for the profiles.
+func (b *bench) profile(servers map[string]string) func() {
+	dir := os.Getenv("XDSBENCH_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for name, addr := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			saveProfile(&server{control: addr}, fmt.Sprintf("/debug/pprof/profile?seconds=%d", 3*b.rounds), filepath.Join(dir, name+".cpu"))
+		}()
+	}
+	return wg.Wait
 }
 
 // failed reports a scenario that could not run.
