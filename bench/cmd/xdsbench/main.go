@@ -354,6 +354,9 @@ func (b *bench) fanout(f *fanout, sc scenario, impl string, upstreamOf func() (*
 		}
 		bytesPer = append(bytesPer, ev.BytesPerStream)
 		f.missing += ev.Missing
+		// Each round on stderr, so that a report's medians can be given
+		// with their spread (min–max) and rounds of several runs pooled.
+		b.logf("round %s %s %d: all %.1f ms, cpu %.1f ms, responses %.0f", sc.id, impl, round, ev.MaxMS, cpu/1e6, float64(ev.Responses))
 	}
 	f.p50, f.p99, f.max = median(p50s), median(p99s), median(maxs)
 	f.cpuPerChange, f.cpuPerResponse, f.responses = median(cpus), median(perResp), median(resps)
