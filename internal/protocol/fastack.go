@@ -97,11 +97,7 @@ func (s *stream) handlePlainAck(a plainAck) bool {
 	if s.node == nil {
 		return false
 	}
-	typeURL := string(a.typeURL)
-	if s.fixedType != "" && (typeURL == "" || typeURL == s.fixedType) {
-		typeURL = s.fixedType
-	}
-	ts := s.types[typeURL]
+	ts := s.fastType(a.typeURL)
 	if ts == nil || len(a.nonce) == 0 || ts.nonce == "" {
 		return false // a nonce before any response is another stream's (§1.1)
 	}
@@ -114,8 +110,24 @@ func (s *stream) handlePlainAck(a plainAck) bool {
 		return false
 	}
 	s.requests++
-	s.ackOrNack(ts, ts.nonce, ts.sentVersion, string(a.version), "", false, time.Now())
+	// The claimed version is passed as the string it equals when it is
+	// the one sent (an ACK's): converting the bytes would allocate.
+	claimed := ts.sentVersion
+	if string(a.version) != claimed {
+		claimed = string(a.version)
+	}
+	s.ackOrNack(ts, ts.nonce, ts.sentVersion, claimed, "", false, time.Now())
 	return true
+}
+
+// fastType is the state of the type a plain ACK names (s.mu held), nil if
+// the stream has none: on a per-type service an empty type URL is the
+// service's. The lookup converts typeURL without allocating.
+func (s *stream) fastType(typeURL []byte) *typeState {
+	if s.fixedType != "" && (len(typeURL) == 0 || string(typeURL) == s.fixedType) {
+		return s.types[s.fixedType]
+	}
+	return s.types[string(typeURL)]
 }
 
 // Field numbers of DeltaDiscoveryRequest that a plain delta ACK carries.
@@ -160,17 +172,16 @@ func (s *stream) handlePlainDeltaAck(typeURL, nonce []byte) bool {
 	if s.node == nil {
 		return false
 	}
-	t := string(typeURL)
-	if s.fixedType != "" && (t == "" || t == s.fixedType) {
-		t = s.fixedType
-	}
-	ts := s.types[t]
+	ts := s.fastType(typeURL)
 	if ts == nil {
 		return false
 	}
 	s.requests++
-	for _, r := range ts.recent {
-		if r.nonce == string(nonce) {
+	// Newest first: a client ACKs the response it just received, which is
+	// the last sent unless more went out since (nonces are unique on a
+	// stream, so the order finds the same one).
+	for i := len(ts.recent) - 1; i >= 0; i-- {
+		if r := ts.recent[i]; r.nonce == string(nonce) {
 			s.ackOrNack(ts, r.nonce, r.version, r.version, "", false, time.Now())
 			return true
 		}
