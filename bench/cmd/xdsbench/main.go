@@ -341,7 +341,32 @@ func (b *bench) fanout(f *fanout, sc scenario, impl string, upstreamOf func() (*
 	}
 	f.streams = st.Streams
 	var p50s, p99s, maxs, cpus, perResp, resps, bytesPer []float64
-	for round := 1; round <= b.rounds; round++ {
+	// XDSBENCH_CPUPROFILE_DIR=dir profiles the server's CPU for 20 s while
+	// rounds go on, and keeps making rounds until the profile is saved: the
+	// profile then covers fan-outs and the ACKs they bring, not setup.
+	var profiled chan struct{}
+	if dir := os.Getenv("XDSBENCH_CPUPROFILE_DIR"); dir != "" {
+		profiled = make(chan struct{})
+		go func() {
+			defer close(profiled)
+			saveProfile(measured, "/debug/pprof/profile?seconds=20", filepath.Join(dir, sc.id+"-"+impl+".cpu"))
+		}()
+	}
+	more := func(round int) bool {
+		if round <= b.rounds {
+			return true
+		}
+		if profiled == nil {
+			return false
+		}
+		select {
+		case <-profiled:
+			return false
+		default:
+			return true
+		}
+	}
+	for round := 1; more(round); round++ {
 		ev, cpu, err := b.round(lg, measured, sc, round)
 		if err != nil {
 			return err
