@@ -483,9 +483,13 @@ type Subscriber struct {
 	// after.
 	Owner any
 
-	mu      sync.Mutex
-	pending map[Changed]struct{}
-	spare   map[Changed]struct{} // the map the last DrainInto handed back, for reuse
+	mu sync.Mutex
+	// one is the first pending change (Type "" when none), kept apart
+	// from the map: most updates touch one resource of a subscriber, and
+	// a fan-out then marks and drains each subscriber without hashing.
+	one     Changed
+	pending map[Changed]struct{} // the pending changes other than one
+	spare   map[Changed]struct{} // the map the last DrainFunc handed back, for reuse
 	since   int64                // Unix nanoseconds of the oldest pending change (8 bytes, not a time.Time's 24: a subscriber per stream)
 
 	// Guarded by DB.mu.
@@ -500,18 +504,24 @@ func NewSubscriber(notify func()) *Subscriber {
 }
 
 func (s *Subscriber) mark(typeURL, n string, at time.Time) {
+	c := Changed{typeURL, n}
 	s.mu.Lock()
-	if s.pending == nil {
-		if s.spare != nil {
-			s.pending, s.spare = s.spare, nil
-		} else {
-			s.pending = map[Changed]struct{}{}
+	if t := at.UnixNano(); s.one.Type == "" || t < s.since {
+		s.since = t
+	}
+	switch {
+	case s.one.Type == "":
+		s.one = c
+	case c != s.one:
+		if s.pending == nil {
+			if s.spare != nil {
+				s.pending, s.spare = s.spare, nil
+			} else {
+				s.pending = map[Changed]struct{}{}
+			}
 		}
+		s.pending[c] = struct{}{}
 	}
-	if n := at.UnixNano(); len(s.pending) == 0 || n < s.since {
-		s.since = n
-	}
-	s.pending[Changed{typeURL, n}] = struct{}{}
 	s.mu.Unlock()
 }
 
@@ -527,7 +537,13 @@ func (s *Subscriber) Drain() (map[Changed]struct{}, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, at := s.pending, s.since
-	s.pending = nil
+	if s.one.Type != "" {
+		if p == nil {
+			p = map[Changed]struct{}{}
+		}
+		p[s.one] = struct{}{}
+	}
+	s.one, s.pending = Changed{}, nil
 	return p, unixTime(at)
 }
 
@@ -536,9 +552,13 @@ func (s *Subscriber) Drain() (map[Changed]struct{}, time.Time) {
 // oldest change was made.
 func (s *Subscriber) DrainFunc(fn func(Changed)) time.Time {
 	s.mu.Lock()
-	p, at := s.pending, s.since
-	s.pending = nil
+	one, p, at := s.one, s.pending, s.since
+	s.one, s.pending = Changed{}, nil
 	s.mu.Unlock()
+	if one.Type == "" {
+		return time.Time{} // nothing pending: the map is only used beside one
+	}
+	fn(one)
 	for c := range p {
 		fn(c)
 	}
