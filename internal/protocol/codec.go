@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"context"
+	"strconv"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -20,9 +22,17 @@ type Encoded struct {
 	Nonce []byte
 }
 
-func nonceField(field protowire.Number, nonce string) []byte {
-	b := protowire.AppendTag(make([]byte, 0, len(nonce)+2), field, protowire.BytesType)
-	return protowire.AppendString(b, nonce)
+// newNonce encodes nonce number n as field, and returns the field's bytes
+// and the nonce as a string, both in one allocation: the string is the
+// field's tail, which is never written again (a response's nonce is sent,
+// and then only compared with what the client sends back).
+func newNonce(field protowire.Number, n uint64) ([]byte, string) {
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], n, 10)
+	b := protowire.AppendTag(make([]byte, 0, len(d)+2), field, protowire.BytesType)
+	b = protowire.AppendBytes(b, d)
+	s := b[len(b)-len(d):]
+	return b, unsafe.String(unsafe.SliceData(s), len(s))
 }
 
 // codec passes Encoded messages through as they are and hands everything

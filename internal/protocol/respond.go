@@ -3,7 +3,6 @@ package protocol
 import (
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -223,9 +222,8 @@ func breaks(t *resource.Type) bool {
 // finish gives a response its nonce and encoding and records it as sent.
 func (s *stream) finish(ts *typeState, r *response) out {
 	s.nonces++
-	nonce := strconv.FormatUint(s.nonces, 10)
-	field := protoNonce(s.delta)
-	enc := Encoded{Body: r.encoded(s.srv.cache), Nonce: nonceField(field, nonce)}
+	field, nonce := newNonce(protoNonce(s.delta), s.nonces)
+	enc := Encoded{Body: r.encoded(s.srv.cache), Nonce: field}
 	now := time.Now()
 	ts.nonce, ts.sentVersion, ts.sentAt = nonce, r.version, now
 	if s.ttl {
@@ -243,13 +241,25 @@ func (s *stream) finish(ts *typeState, r *response) out {
 		}
 	}
 	if s.delta {
-		ts.recent = append(ts.recent, sent{nonce, r.version})
-		if len(ts.recent) > 16 {
-			ts.recent = ts.recent[len(ts.recent)-16:]
+		// The last maxRecent, oldest first, in an array made once: a
+		// window sliding along an appended slice reallocated it every
+		// few responses.
+		if len(ts.recent) < maxRecent {
+			if ts.recent == nil {
+				ts.recent = make([]sent, 0, maxRecent)
+			}
+			ts.recent = append(ts.recent, sent{nonce, r.version})
+		} else {
+			copy(ts.recent, ts.recent[1:])
+			ts.recent[maxRecent-1] = sent{nonce, r.version}
 		}
 	}
 	return out{typ: ts.typ, counters: ts.counters(s.srv.metrics), enc: enc, items: len(r.items) + len(r.removed) + len(r.removedNames), since: ts.since}
 }
+
+// maxRecent is how many of its last delta responses a stream takes an
+// ACK or NACK for.
+const maxRecent = 16
 
 func protoNonce(delta bool) protowire.Number {
 	if delta {
