@@ -181,8 +181,7 @@ func (s *stream) sendLoop() {
 	defer s.senders.Done()
 	for {
 		if err := s.flush(); err != nil {
-			s.sendErr.CompareAndSwap(nil, &err)
-			s.cancel()
+			s.failed(err)
 			return
 		}
 		s.sendMu.Lock()
@@ -216,6 +215,15 @@ func (s *stream) sendLoop() {
 		}
 		s.timerMu.Unlock()
 	}
+}
+
+// failed records the first error a send met and ends the stream. Apart
+// from sendLoop, so that only a failure allocates the error's copy (an
+// error variable whose address is taken is allocated where it is
+// declared: in sendLoop, on every flush).
+func (s *stream) failed(err error) {
+	s.sendErr.CompareAndSwap(nil, &err)
+	s.cancel()
 }
 
 // flush computes and sends every response due.
