@@ -470,3 +470,42 @@ func tagOf(t *testing.T, v *resource.Variant) string {
 	}
 	return m.(*clusterv3.Cluster).GetAltStatName()
 }
+
+// A running replica that reloads the whole state (after a compaction of
+// its watch, say) and meets a damaged record keeps serving the state it
+// had, and reports the damage (Damaged, for /readyz) until a reload finds
+// none.
+func TestReloadReportsDamage(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	p := freshPrefix()
+	s := open(t, c, p)
+	if _, err := s.Apply(context.Background(), store.Batch{Puts: []*resource.Variant{storetest.Cluster("victim", "", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client(t)
+	r, err := cl.Get(context.Background(), p+"r/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("%d records under r/: %v", len(r.Kvs), err)
+	}
+	good := r.Kvs[0].Value
+	key := string(r.Kvs[0].Key)
+	if _, err := cl.Put(context.Background(), key, "\xff\xffnot a record"); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.Reload(s); err == nil {
+		t.Fatal("a reload over a damaged record succeeded")
+	}
+	if d := s.Damaged(); !strings.Contains(d, strconv.Quote(key)) || !strings.Contains(d, "xdsd restore --store etcd://") {
+		t.Fatalf("Damaged() = %q, want the key and the repair", d)
+	}
+	vs, err := s.StateAt(context.Background(), s.Rev(), store.Filter{})
+	if err != nil || len(vs) != 1 || tagOf(t, vs[0]) != "1" {
+		t.Fatalf("the replica's state after the failed reload: %v %v, want victim as loaded", vs, err)
+	}
+	if _, err := cl.Put(context.Background(), key, string(good)); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.Reload(s); err != nil || s.Damaged() != "" {
+		t.Fatalf("a reload after the record was put back: %v, Damaged() = %q", err, s.Damaged())
+	}
+}
