@@ -202,3 +202,34 @@ func TestStagedRevisionServing(t *testing.T) {
 		}
 	}
 }
+
+// A param= canary chooses by the subscription's parameter set (here, the
+// node metadata of clients that send no dynamic parameters), and a TP2
+// variant the revision did not change keeps its version for everyone.
+func TestStagedRevisionByParams(t *testing.T) {
+	o := testorigin.Start(t)
+	o.Commit(store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "env=prod", "p1"), storetest.Cluster("c", "env=test", "t1")}})
+	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch := func(id, env, region string) *seen {
+		c := protocoltest.NewSotW(t, conn, protocoltest.Node(id, map[string]string{"env": env, "region": region}))
+		c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}})
+		return &seen{c: c}
+	}
+	eu, us, test := watch("a", "prod", "eu"), watch("b", "prod", "us"), watch("c", "test", "eu")
+	waitTag(t, []*seen{eu, us}, "p1")
+	waitTag(t, []*seen{test}, "t1")
+	_, testVer := test.last()
+	o.Commit(store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "env=prod", "p2"), storetest.Cluster("c", "env=test", "t1")}, IfRev: o.St.Rev(),
+		Audit: store.Audit{Stage: &store.Stage{State: store.StateStaged, Canary: "env=prod,region=eu"}}})
+	waitTag(t, []*seen{eu}, "p2")
+	if tag, _ := us.last(); tag != "p1" {
+		t.Errorf("env=prod region=us, outside the canary: %s", tag)
+	}
+	if tag, ver := test.last(); tag != "t1" || ver != testVer {
+		t.Errorf("env=test, whose variant did not change: %s at %s, want t1 at %s", tag, ver, testVer)
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/internal/canary"
+	"github.com/xdsd/xdsd/internal/testutil"
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// cdsWatch is a SotW stream subscribed to cluster c, read and ACKed on
+// the test's goroutine: what it was last sent is the cluster's
+// alt_stat_name.
+type cdsWatch struct {
+	c    *protocoltest.SotW
+	tags []string
+}
+
+func newCDSWatch(t *testing.T, conn *grpc.ClientConn, id string) *cdsWatch {
+	c := protocoltest.NewSotW(t, conn, protocoltest.Node(id, nil))
+	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}})
+	return &cdsWatch{c: c}
+}
+
+func (w *cdsWatch) last() string {
+	for {
+		select {
+		case r := <-w.c.Resps:
+			for _, a := range r.Resources {
+				var cl clusterv3.Cluster
+				if proto.Unmarshal(a.Value, &cl) == nil {
+					w.tags = append(w.tags, cl.AltStatName)
+				}
+			}
+			w.c.Ack(r, "c")
+			continue
+		default:
+		}
+		if len(w.tags) == 0 {
+			return ""
+		}
+		return w.tags[len(w.tags)-1]
+	}
+}
+
+func (w *cdsWatch) wait(t *testing.T, tag string) {
+	t.Helper()
+	testutil.Eventually(t, "a stream to be sent "+tag, func() bool { return w.last() == tag })
+}
+
+// nodeIn returns a node id in a 25% canary (in) or out of it.
+func nodeIn(in bool) string {
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("n-%d", i)
+		if (canary.Bucket(id) < 25) == in {
+			return id
+		}
+	}
+}
+
+// A second replica on etcd serves the held state of a revision staged
+// through the first exactly as the first does; writes through it are
+// refused while it is staged; a bake is promoted by the replica whose
+// canary client ACKed, and apply --wait reports it.
+func TestCanaryReplicasOnEtcd(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("canary")
+	_, admA := startServe(t, "--store", url)
+	xdsB, admB := startServe(t, "--store", url)
+	dir := t.TempDir()
+	file := func(tag string) string { return writeFile(t, dir, "c.yaml", cl+"name: c\nalt_stat_name: "+tag+"\n") }
+	apply := func(adm string, args ...string) (int, string, string) {
+		return runCmd(t, append([]string{"apply", "--admin", adm, "--client", "none"}, args...)...)
+	}
+	if code, _, errOut := apply(admA, "-f", file("v1")); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xdsB, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	in, out := newCDSWatch(t, conn, nodeIn(true)), newCDSWatch(t, conn, nodeIn(false))
+	in.wait(t, "v1")
+	out.wait(t, "v1")
+
+	code, stdout, errOut := apply(admA, "--canary", "25%", "-f", file("v2"))
+	if code != 0 {
+		t.Fatalf("apply --canary through A: exit %d\n%s%s", code, stdout, errOut)
+	}
+	in.wait(t, "v2")
+	if got := out.last(); got != "v1" {
+		t.Fatalf("on replica B, outside the canary: %s, want v1", got)
+	}
+	staged := listResources(t, admA, "").Revision
+	if code, _, errOut := apply(admB, "-f", file("v3")); code != 1 || !strings.Contains(errOut, fmt.Sprintf("revision %d is staged", staged)) {
+		t.Errorf("apply through B while staged: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "rollback", "--admin", admB, "1"); code != 1 || !strings.Contains(errOut, fmt.Sprintf("xdsd rollout abort %d", staged)) {
+		t.Errorf("rollback through B while staged: exit %d\n%s", code, errOut)
+	}
+	if code, out, errOut := runCmd(t, "rollout", "--admin", admB, "promote", fmt.Sprint(staged)); code != 0 {
+		t.Fatalf("promote through B: exit %d\n%s%s", code, out, errOut)
+	}
+	out.wait(t, "v2")
+
+	// A wait shorter than the bake is refused up front.
+	if code, _, errOut := apply(admA, "--canary", "25%", "--bake", "5m", "--wait", "-f", file("v3")); code != 2 || !strings.Contains(errOut, "is not longer than --bake 5m0s") {
+		t.Errorf("--wait-timeout 60s with --bake 5m: exit %d\n%s", code, errOut)
+	}
+	// A bake: the canary client on B ACKs, B (which alone sees it)
+	// promotes, and the wait through A says so.
+	type outcome struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan outcome, 1)
+	f3 := file("v3")
+	go func() {
+		var o outcome
+		o.code, o.out, o.errOut = apply(admA, "--canary", "25%", "--bake", "1s", "--wait", "--wait-timeout", "60s", "-f", f3)
+		done <- o
+	}()
+	in.wait(t, "v3") // (and ACKs it)
+	o := <-done
+	code, stdout, errOut = o.code, o.out, o.errOut
+	if code != 0 || !strings.Contains(stdout, "promoted by revision") || !strings.Contains(stdout, "bake of 1s passed") {
+		t.Fatalf("apply --canary --bake --wait: exit %d\n%s%s", code, stdout, errOut)
+	}
+	out.wait(t, "v3")
+	if code, stdout, _ := runCmd(t, "history", "--admin", admB, "--limit", "2"); code != 0 || !strings.Contains(stdout, "promoted staged revision") || !strings.Contains(stdout, "by the server: bake of 1s passed") {
+		t.Errorf("history: exit %d\n%s", code, stdout)
+	}
+}
