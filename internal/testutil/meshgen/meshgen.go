@@ -129,3 +129,44 @@ func writeYAML(w io.Writer, n int, style YAML, res func(int) string) error {
 	}
 	return bw.Flush()
 }
+
+// UnitVariants is how many variants a unit of Variants holds: four
+// clusters with their endpoints, the last cluster's endpoints in three
+// TP2 variants (zone=a, zone=b, zone=c).
+const UnitVariants = 10
+
+// Variants writes part k (from 0) of parts of a mesh of n variants (n
+// rounded down to a multiple of UnitVariants) as a JSON array: units of
+// four clusters, each followed by its endpoints, the fourth's endpoints
+// as three variants for clients in different zones. Every client check
+// passes but the warning that clients without a zone have no endpoints
+// for the fourth cluster; the parts together are the whole mesh.
+func Variants(w io.Writer, n, k, parts int) error {
+	units := n / UnitVariants
+	from, to := units*k/parts, units*(k+1)/parts
+	bw := bufio.NewWriter(w)
+	bw.WriteString("[\n")
+	first := true
+	put := func(s string) {
+		if !first {
+			bw.WriteString(",\n")
+		}
+		first = false
+		bw.WriteString(s)
+	}
+	for u := from; u < to; u++ {
+		for c := 4 * u; c < 4*u+4; c++ {
+			put(Cluster(c))
+			if c < 4*u+3 {
+				put(Endpoints(c))
+				continue
+			}
+			for z, zone := range []string{"a", "b", "c"} {
+				eps := fmt.Sprintf(endpointsJSON, c, c%100, c>>16&255, c>>8&255, (c+z)&255)
+				put(fmt.Sprintf(`{"name":"outbound|8080||svc-%d.ns-%d.svc.cluster.local","constraints":"zone=%s","resource":%s}`, c, c%100, zone, eps))
+			}
+		}
+	}
+	bw.WriteString("\n]\n")
+	return bw.Flush()
+}
