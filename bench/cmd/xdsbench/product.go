@@ -323,6 +323,7 @@ func (b *bench) armRound(a *arm, round int) error {
 func (a *arm) close() {
 	if a.lg != nil {
 		a.lg.stop()
+		a.lg = nil // (closed once, whoever closes it first)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // product maps the product-path scenarios' ids to their runs, which
 // write their report to w.
 func (b *bench) product() map[string]func(w io.Writer) []error {
-	return map[string]func(io.Writer) []error{"h": b.runH, "i": b.runI, "apply": b.runApplyWall, "tiers": b.runTiers}
+	return map[string]func(io.Writer) []error{"h": b.runH, "i": b.runI, "apply": b.runApplyWall, "tiers": b.runTiers, "m": b.runMillion}
 }
 
 func (b *bench) n(full, quick int) int {
@@ -67,8 +67,8 @@ func (b *bench) startServe(tag string, clusters []string, extra ...string) (*pro
 }
 
 // serveArm changes cluster name on p with `xdsd apply` of a one-document
-// YAML file, written before the round starts.
-func (b *bench) serveArm(name string, p *proc, cluster string, offset, rounds int) (*arm, error) {
+// YAML file, written before the round starts, with applyArgs if any.
+func (b *bench) serveArm(name string, p *proc, cluster string, offset, rounds int, applyArgs ...string) (*arm, error) {
 	files := map[int]string{}
 	for r := offset + 1; r <= offset+rounds; r++ {
 		f, err := b.writeFile(fmt.Sprintf("%s-%s-%d.yaml", p.name, cluster, r), clustersYAML([]string{cluster}, fmt.Sprintf(control.MarkerFormat, r)))
@@ -78,8 +78,14 @@ func (b *bench) serveArm(name string, p *proc, cluster string, offset, rounds in
 		files[r] = f
 	}
 	return &arm{name: name, offset: offset,
-		change: func(round int) (time.Duration, error) { return b.apply(p, files[round]) },
-		cpu:    func() int64 { return procCPUNanos(p.pid()) },
+		change: func(round int) (time.Duration, error) {
+			if len(applyArgs) > 0 {
+				took, _, err := b.xdsdCmd(p, append(append([]string{"apply"}, applyArgs...), "-f", files[round])...)
+				return took, err
+			}
+			return b.apply(p, files[round])
+		},
+		cpu: func() int64 { return procCPUNanos(p.pid()) },
 	}, nil
 }
 
