@@ -335,3 +335,43 @@ func TestReplicasOnUnspecifiedAddresses(t *testing.T) {
 		t.Fatalf("status through A: exit %d, want B's client on replica %s\n%s%s", code, net.JoinHostPort(host, portB), out, errOut)
 	}
 }
+
+// Replicas whose admin APIs take client certificates alone
+// (--admin-client-ca, no token file) ask one another presenting
+// --admin-peer-cert: an operator's certificate asks A, which lists B's
+// client; C, without a peer certificate, has nothing to pass on (its
+// caller came with a certificate) and names A and B as refusing it.
+func TestFleetAcrossCertOnlyReplicas(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("certs")
+	dir := t.TempDir()
+	ca, adminCA := testpki.NewCA(t, "xdsd replicas CA"), testpki.NewCA(t, "xdsd admin CA")
+	srv := ca.Leaf(t, testpki.LeafOpts{Server: true}).Write(t, ca, dir, "server")
+	peer := adminCA.Leaf(t, testpki.LeafOpts{}).Write(t, adminCA, dir, "peer")
+	operator := adminCA.Leaf(t, testpki.LeafOpts{})
+	base := []string{"--store", url, "--tls-cert", srv.Cert, "--tls-key", srv.Key, "--admin-client-ca", peer.CA, "--admin-peer-ca", srv.CA}
+	_, admA := startServe(t, slices.Concat(base, []string{"--admin-peer-cert", peer.Cert, "--admin-peer-key", peer.Key})...)
+	xdsB, admB := startServe(t, slices.Concat(base, []string{"--admin-peer-cert", peer.Cert, "--admin-peer-key", peer.Key})...)
+	_, admC := startServe(t, base...)
+	hc := certClient(t, ca, operator)
+	if code, body := adminDo(t, hc, "https", admA, admA, http.MethodPost, "/v1/apply", routes("p1", "t1"), "Content-Type", "application/yaml"); code != http.StatusOK {
+		t.Fatalf("apply: %d %s", code, body)
+	}
+	test := onReplica(t, xdsB, "test-on-b", "test", grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})))
+	defer test.Close()
+
+	code, body := adminDo(t, hc, "https", admA, admA, http.MethodGet, "/v1/groups", "")
+	var gl admin.GroupList
+	if err := json.Unmarshal([]byte(body), &gl); code != http.StatusOK || err != nil || len(gl.Groups) != 1 || gl.Groups[0].Nodes[0] != "test-on-b" || len(gl.Unreachable) != 0 {
+		t.Fatalf("A's groups, asked with a certificate: %d %v %s", code, err, body)
+	}
+	if code, body := adminDo(t, hc, "https", admA, admA, http.MethodGet, "/v1/clients", ""); code != http.StatusOK || !strings.Contains(body, `"replica": "`+admB+`"`) {
+		t.Fatalf("A's clients: %d %s", code, body)
+	}
+	code, body = adminDo(t, hc, "https", admC, admC, http.MethodGet, "/v1/groups", "")
+	gl = admin.GroupList{}
+	if err := json.Unmarshal([]byte(body), &gl); code != http.StatusOK || err != nil || len(gl.Groups) != 0 || len(gl.Unreachable) != 2 ||
+		!strings.Contains(gl.Unreachable[0].Error, "401") || !strings.Contains(gl.Unreachable[0].Error, "--admin-peer-cert") {
+		t.Fatalf("C's groups (no peer certificate): %d %v %s", code, err, body)
+	}
+}

@@ -99,6 +99,12 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 			f.peers.ca = extra[i+1]
 		case "--admin-peer-token-file":
 			f.peers.tokenFile = extra[i+1]
+		case "--admin-peer-cert":
+			f.peers.cert = extra[i+1]
+		case "--admin-peer-key":
+			f.peers.key = extra[i+1]
+		case "--admin-client-ca":
+			f.adminClientCA = extra[i+1]
 		case "--insecure-admin":
 			f.insecureAdmin = extra[i+1] == "true"
 		case "--verify-interval":

@@ -13,33 +13,50 @@ import (
 
 // peerFlags are how a replica asks the others' admin APIs for the fleet
 // view (docs/fleet.md): which CAs it trusts for their certificates, and
-// the token it presents when their admin APIs ask for credentials.
+// the credential it presents when their admin APIs ask for one: a token,
+// or a client certificate (admin APIs that take --admin-client-ca
+// certificates alone).
 type peerFlags struct {
-	ca, tokenFile string
+	ca, tokenFile, cert, key string
 }
 
 func (p *peerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.ca, "admin-peer-ca", "", "CA certificates (PEM) to verify the other replicas' admin APIs with, when they serve TLS (default: the system's); --store etcd:// only")
 	fs.StringVar(&p.tokenFile, "admin-peer-token-file", "", "file holding the admin token (its first line) this replica presents to the other replicas' admin APIs (default: the caller's); --store etcd:// only")
+	fs.StringVar(&p.cert, "admin-peer-cert", "", "client certificate (PEM) this replica presents to the other replicas' admin APIs, e.g. one --admin-client-ca signs (read at start); --store etcd:// only")
+	fs.StringVar(&p.key, "admin-peer-key", "", "the private key of --admin-peer-cert (PEM)")
 }
 
 // options sets the admin API's peer client and token from the flags. A
 // flag given for a lone server (no etcd store) is a usage error: it
 // would do nothing.
 func (p *peerFlags) options(o admin.Options, replicas bool) (admin.Options, error) {
-	if !replicas && (p.ca != "" || p.tokenFile != "") {
-		return o, usagef("--admin-peer-ca and --admin-peer-token-file are for replicas sharing an etcd store (--store etcd://…): a lone server asks no other")
+	if !replicas && (p.ca != "" || p.tokenFile != "" || p.cert != "" || p.key != "") {
+		return o, usagef("--admin-peer-ca, --admin-peer-token-file, --admin-peer-cert and --admin-peer-key are for replicas sharing an etcd store (--store etcd://…): a lone server asks no other")
 	}
-	if p.ca != "" {
-		pem, err := os.ReadFile(p.ca)
-		if err != nil {
-			return o, usagef("--admin-peer-ca: %v", err)
+	if (p.cert == "") != (p.key == "") {
+		return o, usagef("--admin-peer-cert and --admin-peer-key go together")
+	}
+	if p.ca != "" || p.cert != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12} // RootCAs nil: the system's
+		if p.ca != "" {
+			pem, err := os.ReadFile(p.ca)
+			if err != nil {
+				return o, usagef("--admin-peer-ca: %v", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return o, usagef("--admin-peer-ca %s: no PEM certificate in it", p.ca)
+			}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return o, usagef("--admin-peer-ca %s: no PEM certificate in it", p.ca)
+		if p.cert != "" {
+			c, err := tls.LoadX509KeyPair(p.cert, p.key)
+			if err != nil {
+				return o, usagef("--admin-peer-cert %s, --admin-peer-key %s: %v", p.cert, p.key, err)
+			}
+			cfg.Certificates = []tls.Certificate{c}
 		}
-		o.PeerClient = admin.PeerClient(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		o.PeerClient = admin.PeerClient(cfg)
 	}
 	if p.tokenFile != "" {
 		file := p.tokenFile

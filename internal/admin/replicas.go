@@ -174,7 +174,7 @@ func (a *api) askReplica(r *http.Request, u string, body []byte) ([]byte, error)
 		}
 		err := fmt.Errorf("%s: %s", resp.Status, msg)
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			err = fmt.Errorf("%w (give xdsd serve --admin-peer-token-file a token the other replicas accept)", err)
+			err = fmt.Errorf("%w (give xdsd serve --admin-peer-token-file, or --admin-peer-cert and --admin-peer-key, a credential the other replicas accept)", err)
 		}
 		return nil, err
 	}
