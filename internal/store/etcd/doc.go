@@ -85,7 +85,7 @@
 //   - A record under r/ edited behind xdsd's back, so that it no longer
 //     decodes: Open fails naming the key and the repair; a running
 //     replica keeps serving what it loaded, and Damaged reports it for
-//     /readyz once Check or a reload reads it (a reload that fails is
+//     /readyz once Check or a reload reads it (a reload that meets it is
 //     retried after 5 s, not at once). Open with Repair leaves such
 //     records out, and its next commit replaces or deletes them (xdsd
 //     restore).

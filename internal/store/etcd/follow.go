@@ -367,8 +367,10 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 	go func() { defer close(probed); s.probe(ctx) }()
 	from := erev + 1
 	for ctx.Err() == nil {
-		// A reload that fails (a damaged record, Damaged) is tried again
-		// after a while, not at once: each one reads every record.
+		// A reload that meets a damaged record (Damaged) is tried again
+		// after a while, not at once: each one reads every record, and the
+		// damage stays until a restore. One that could not reach etcd is
+		// tried again soon, as before.
 		pause := 200 * time.Millisecond
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := s.c.Watch(wctx, s.headKey(), clientv3.WithRev(from))
@@ -377,7 +379,7 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 				s.log.Info("etcd store: watch compacted; reloading the whole state", "from", from)
 				if e, err := s.reload(ctx); err == nil {
 					from = e + 1
-				} else {
+				} else if _, ok := errors.AsType[*damagedError](err); ok {
 					pause = 5 * time.Second
 				}
 				break
@@ -401,7 +403,7 @@ func (s *Store) follow(ctx context.Context, erev int64) {
 				s.log.Warn("etcd store: following head failed; reloading", "err", failed)
 				if e, err := s.reload(ctx); err == nil {
 					from = e + 1
-				} else {
+				} else if _, ok := errors.AsType[*damagedError](err); ok {
 					pause = 5 * time.Second
 				}
 				break
