@@ -52,7 +52,7 @@ func testTTLRenewedThenExpired(t *testing.T, sotw bool, typeURL, doc string) {
 	// its TTL, renewed. The stream carries one type only: its responses are
 	// the first answer and the heartbeats, nonces 1, 2 and 3.
 	testutil.Eventually(t, "two heartbeats acknowledged", func() bool {
-		for _, cl := range o.Srv.Clients() {
+		for _, cl := range o.Srv.Streams() {
 			for _, ty := range cl.Types {
 				if n, _ := strconv.Atoi(ty.AckedNonce); ty.URL == typeURL && n >= 3 {
 					return true

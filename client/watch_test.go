@@ -107,7 +107,7 @@ func TestNackKeepsLastGoodValue(t *testing.T) {
 			}
 			barrier(t, c, o)
 			var nack string
-			for _, cl := range o.Srv.Clients() {
+			for _, cl := range o.Srv.Streams() {
 				for _, ty := range cl.Types {
 					if ty.LastNack != nil {
 						nack = ty.LastNack.Error

@@ -86,7 +86,7 @@ func Example() {
 		cancel()
 		c.Close()
 	}
-	fmt.Println("upstream streams:", len(srv.Clients()))
+	fmt.Println("upstream streams:", len(srv.Streams()))
 	// Output:
 	// a 1s
 	// b 1s

@@ -14,8 +14,8 @@ func WithPendingWait(o Options, d time.Duration) Options {
 	return o
 }
 
-// Clients reports the downstream streams, for tests.
-func (r *Relay) Clients() []protocol.Client { return r.r.Clients() }
+// Streams reports the downstream streams, for tests.
+func (r *Relay) Streams() []protocol.StreamStatus { return r.r.Streams() }
 
 // Groups reports the downstream streams by agent and parameter set, for
 // tests.

@@ -95,7 +95,7 @@ func loc(n string, kv ...string) *discoveryv3.ResourceLocator {
 }
 
 // upstreamStreams counts the origin's streams.
-func upstreamStreams(o *testorigin.Origin) int { return len(o.Srv.Clients()) }
+func upstreamStreams(o *testorigin.Origin) int { return len(o.Srv.Streams()) }
 
 // 100 downstream streams with identical subscriptions make exactly one
 // upstream subscription, read from the origin's clients.
@@ -131,7 +131,7 @@ func TestOneUpstreamSubscriptionForMany(t *testing.T) {
 	if got := upstreamStreams(o); got != 1 {
 		t.Errorf("origin serves %d streams, want 1", got)
 	}
-	if got := len(rl.r.Clients()); got != n {
+	if got := len(rl.r.Streams()); got != n {
 		t.Errorf("relay serves %d downstream streams, want %d", got, n)
 	}
 	hits := promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_hits_total"))

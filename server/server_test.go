@@ -121,7 +121,7 @@ func TestFollowAndClients(t *testing.T) {
 
 	deadline := time.After(20 * time.Second)
 	for {
-		cs := srv.Clients()
+		cs := srv.Streams()
 		if len(cs) == 1 && len(cs[0].Types) > 0 && cs[0].NodeID == "example" {
 			ts := cs[0].Types[0]
 			if ts.URL == resource.ClusterURL && len(ts.Held) == 1 && ts.Held[0].Absent {

@@ -6,8 +6,8 @@ import (
 	"github.com/xdsd/xdsd/internal/protocol"
 )
 
-// ClientStatus is one connected xDS stream, as the server sees it.
-type ClientStatus struct {
+// StreamStatus is one connected xDS stream, as the server sees it.
+type StreamStatus struct {
 	ID        uint64            // unique within the server's life
 	NodeID    string            // node.id
 	Cluster   string            // node.cluster
@@ -44,14 +44,14 @@ type Held struct {
 	Absent      bool // told the resource does not exist
 }
 
-// Clients reports the connected streams: the status the admin API's
+// Streams reports the connected streams: the status the admin API's
 // /v1/clients shows, without the admin API.
-func (s *Server) Clients() []ClientStatus { return clientStatus(s.core.Clients()) }
+func (s *Server) Streams() []StreamStatus { return streamStatus(s.core.Streams()) }
 
-func clientStatus(cs []protocol.Client) []ClientStatus {
-	out := make([]ClientStatus, 0, len(cs))
+func streamStatus(cs []protocol.StreamStatus) []StreamStatus {
+	out := make([]StreamStatus, 0, len(cs))
 	for _, c := range cs {
-		st := ClientStatus{ID: c.ID, NodeID: c.NodeID, Cluster: c.Cluster, Address: c.Address, Kind: c.Kind,
+		st := StreamStatus{ID: c.ID, NodeID: c.NodeID, Cluster: c.Cluster, Address: c.Address, Kind: c.Kind,
 			Connected: c.Connected, Params: c.Params}
 		for _, t := range c.Types {
 			ts := TypeStatus{URL: t.URL, SentVersion: t.SentVersion, AckedVersion: t.AckedVersion, Nacks: t.Nacks}

@@ -65,7 +65,7 @@ func checker(client string, groups []clientcheck.Group) (*clientcheck.Checker, e
 	if client == "none" {
 		return nil, nil
 	}
-	c, err := clientcheck.ParseClient(client)
+	c, err := clientcheck.ParseRuleSet(client)
 	if err != nil {
 		return nil, usagef("--client: %v", err)
 	}
@@ -155,7 +155,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // narrowHint tells, when no fleet was known, how to check for the
 // clients there are rather than for both rule sets.
 func narrowHint(check *clientcheck.Checker) string {
-	if check.Client() != clientcheck.Auto || check.Groups() != nil {
+	if check.RuleSet() != clientcheck.Auto || check.Groups() != nil {
 		return ""
 	}
 	return " (no client is connected or declared: Envoy's rules refuse, gRPC's warn; --client grpc checks for gRPC, --fleet FILE or --admin ADDR names the clients)"
@@ -217,8 +217,8 @@ func printFindings(w io.Writer, check *clientcheck.Checker) int {
 func checkedFor(check *clientcheck.Checker) string {
 	var s string
 	switch gs := check.Groups(); {
-	case check.Client() != clientcheck.Auto:
-		s = "checked for " + check.Client().String()
+	case check.RuleSet() != clientcheck.Auto:
+		s = "checked for " + check.RuleSet().String()
 	case gs == nil:
 		s = "checked for Envoy, and gRPC as warnings (no client connected or declared)"
 	default:

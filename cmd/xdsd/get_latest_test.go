@@ -30,7 +30,7 @@ func getAcked(adm string, typ *resource.Type) (bool, error) {
 		return false, err
 	}
 	defer resp.Body.Close()
-	var cs []protocol.Client
+	var cs []protocol.StreamStatus
 	if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil {
 		return false, err
 	}

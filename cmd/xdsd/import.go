@@ -27,11 +27,11 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one Envoy bootstrap file, got %d arguments", len(pos))
 	}
-	checkFor := []clientcheck.Client{clientcheck.Envoy, clientcheck.GRPC}
+	checkFor := []clientcheck.RuleSet{clientcheck.Envoy, clientcheck.GRPC}
 	switch *forClient {
 	case "":
 	case string(clientcheck.Envoy), string(clientcheck.GRPC):
-		checkFor = []clientcheck.Client{clientcheck.Client(*forClient)}
+		checkFor = []clientcheck.RuleSet{clientcheck.RuleSet(*forClient)}
 	default:
 		return usagef("--client %q: want envoy or grpc (or leave it out to check for both)", *forClient)
 	}
@@ -107,7 +107,7 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 // says what each client it is for would still refuse: what it could not
 // convert. References to what the bootstrap did not hold are left out:
 // the notes name them already, with what to apply.
-func importFindings(files []envoyimport.File, clients []clientcheck.Client) []string {
+func importFindings(files []envoyimport.File, clients []clientcheck.RuleSet) []string {
 	var out []string
 	for _, c := range clients {
 		k := clientcheck.New(c)

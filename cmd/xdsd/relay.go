@@ -102,7 +102,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	}
 	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
-		Clients: func() any { return r.Clients() },
+		Clients: func() any { return r.Streams() },
 		Groups:  func(context.Context) ([]fleet.Group, error) { return r.Protocol().Groups(), nil },
 		Page: func(_ context.Context, q protocol.ClientQuery) (protocol.ClientPage, error) {
 			return r.Protocol().Page(q), nil

@@ -181,12 +181,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh, vh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
 		Memory:        tuning.Process(), // GOGC follows the applies (internal/tuning)
-		Clients:       func() any { return srv.Clients() },
+		Clients:       func() any { return srv.Streams() },
 		Groups:        func(context.Context) ([]fleet.Group, error) { return srv.Protocol().Groups(), nil },
 		Page: func(_ context.Context, q protocol.ClientQuery) (protocol.ClientPage, error) {
 			return srv.Protocol().Page(q), nil
 		},
-		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.Client, error) {
+		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.StreamStatus, error) {
 			return srv.Protocol().Concerned(ch), nil
 		},
 		Export:   exporter(st),

@@ -61,7 +61,7 @@ type Options struct {
 	// the resources named, each with only those resources' state
 	// (protocol.Server.Concerned): the stranded-client guard asks it, and
 	// the other replicas (POST /v1/concerned).
-	Concerned func(ctx context.Context, ch protocol.Changed) ([]protocol.Client, error)
+	Concerned func(ctx context.Context, ch protocol.Changed) ([]protocol.StreamStatus, error)
 	// Replicas, when set, lists the other live replicas sharing the
 	// store: their admin API URLs by name. Then /v1/clients, /v1/groups,
 	// /v1/rollout, the page, the stranded-client guard and the checks of

@@ -126,7 +126,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 	body := http.MaxBytesReader(w, r.Body, limit)
 	q := r.URL.Query()
 	if c := q.Get("client"); c != "" && c != "none" {
-		client, err := clientcheck.ParseClient(c)
+		client, err := clientcheck.ParseRuleSet(c)
 		if err != nil {
 			return http.StatusBadRequest, fmt.Errorf("client=%s: %w", c, err)
 		}
@@ -167,7 +167,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 			return http.StatusInternalServerError, err
 		}
 		who := b.check.Describe()
-		if b.check.Client() == clientcheck.Auto && b.check.Groups() == nil {
+		if b.check.RuleSet() == clientcheck.Auto && b.check.Groups() == nil {
 			who += " (no client is connected or declared: Envoy's rules refuse, gRPC's warn; client=grpc, xdsd apply --client grpc, checks for gRPC, fleet=, xdsd apply --fleet FILE, declares the clients)"
 		}
 		b.findings, b.check = b.check.Findings(), nil

@@ -102,7 +102,7 @@ type pageData struct {
 	Groups     []fleet.Group
 	MoreGroups int
 	HasClients bool
-	Clients    []protocol.Client
+	Clients    []protocol.StreamStatus
 	Matched    int
 	Node       string
 	PageNo     int

@@ -53,7 +53,7 @@ func TestPageServer(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	clients := []protocol.Client{{NodeID: "node-1", Address: "127.0.0.1:5555", Kind: "ads-delta", Connected: time.Now(),
+	clients := []protocol.StreamStatus{{NodeID: "node-1", Address: "127.0.0.1:5555", Kind: "ads-delta", Connected: time.Now(),
 		Params: map[string]string{"env": "prod"},
 		Types: []protocol.TypeStatus{{Type: "envoy.config.route.v3.RouteConfiguration", SentVersion: "1", AckedVersion: "1",
 			Subscriptions: []protocol.Subscription{{Name: "r", Params: map[string]string{"env": "prod"}}},
@@ -95,7 +95,7 @@ func TestPageRelay(t *testing.T) {
 		Resources: func(context.Context) (int64, []*resource.Variant, error) {
 			return 0, []*resource.Variant{storetest.Cluster("cached", "", "x")}, nil
 		},
-		Clients: func() any { return []protocol.Client{} },
+		Clients: func() any { return []protocol.StreamStatus{} },
 		Page: func(context.Context, protocol.ClientQuery) (protocol.ClientPage, error) {
 			return protocol.ClientPage{}, nil
 		},

@@ -294,7 +294,7 @@ func (a *api) fleetRollout(r *http.Request, rev int64, changes []store.Change) r
 // fleetConcerned is Options.Concerned asked of every replica: the
 // clients of the whole fleet that subscribe to the resources of ch (the
 // stranded-client guard's question), each naming its replica.
-func (a *api) fleetConcerned(r *http.Request, ch protocol.Changed) ([]protocol.Client, []fleet.Unreachable, error) {
+func (a *api) fleetConcerned(r *http.Request, ch protocol.Changed) ([]protocol.StreamStatus, []fleet.Unreachable, error) {
 	mine, err := a.o.Concerned(r.Context(), ch)
 	if err != nil {
 		return nil, nil, err
@@ -308,7 +308,7 @@ func (a *api) fleetConcerned(r *http.Request, ch protocol.Changed) ([]protocol.C
 		return nil, nil, err
 	}
 	failed = append(failed, a.ask(r, others, "/v1/concerned", nil, body, func(_ string, body []byte) error {
-		var theirs []protocol.Client
+		var theirs []protocol.StreamStatus
 		if err := json.Unmarshal(body, &theirs); err != nil {
 			return err
 		}
@@ -340,7 +340,7 @@ func (a *api) concerned(w http.ResponseWriter, r *http.Request) {
 	}
 	markIncomplete(w, failed)
 	if cs == nil {
-		cs = []protocol.Client{}
+		cs = []protocol.StreamStatus{}
 	}
 	writeJSON(w, http.StatusOK, cs)
 }
@@ -348,8 +348,8 @@ func (a *api) concerned(w http.ResponseWriter, r *http.Request) {
 // ClientPage is the body of GET /v1/clients/page: one window of the
 // connected clients matching a search, fleet-wide, and how many match.
 type ClientPage struct {
-	Matched int               `json:"matched"`
-	Clients []protocol.Client `json:"clients"`
+	Matched int                     `json:"matched"`
+	Clients []protocol.StreamStatus `json:"clients"`
 	// Unreachable are the replicas that did not answer: their clients
 	// are neither listed nor counted.
 	Unreachable []fleet.Unreachable `json:"unreachable_replicas,omitempty"`
@@ -399,7 +399,7 @@ func (a *api) fleetPage(r *http.Request, q protocol.ClientQuery) (ClientPage, er
 		start += counts[n]
 		out.Matched += counts[n]
 	}
-	pages := map[string][]protocol.Client{}
+	pages := map[string][]protocol.StreamStatus{}
 	for n, wq := range windows {
 		// One request per replica and window (a page spans few replicas).
 		failed := a.ask(r, map[string]string{n: others[n]}, "/v1/clients/page", wq, nil, func(name string, body []byte) error {
@@ -454,7 +454,7 @@ func (a *api) clientPage(w http.ResponseWriter, r *http.Request) {
 	}
 	markIncomplete(w, p.Unreachable)
 	if p.Clients == nil {
-		p.Clients = []protocol.Client{}
+		p.Clients = []protocol.StreamStatus{}
 	}
 	writeJSON(w, http.StatusOK, p)
 }

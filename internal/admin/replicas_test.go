@@ -68,7 +68,7 @@ func pager(replica string, nodes ...string) func(context.Context, protocol.Clien
 				continue
 			}
 			if p.Matched >= q.Offset && (q.Limit <= 0 || len(p.Clients) < q.Limit) {
-				p.Clients = append(p.Clients, protocol.Client{NodeID: n, Replica: replica})
+				p.Clients = append(p.Clients, protocol.StreamStatus{NodeID: n, Replica: replica})
 			}
 			p.Matched++
 		}
@@ -148,19 +148,19 @@ func TestClientsAcrossReplicas(t *testing.T) {
 		return s.URL
 	}
 	others := map[string]string{
-		"c": replica([]protocol.Client{{NodeID: "c1", Replica: "c"}}),
-		"b": replica([]protocol.Client{{NodeID: "b1", Replica: "b"}, {NodeID: "b2", Replica: "b"}}),
-		"d": replica([]protocol.Client{}),
+		"c": replica([]protocol.StreamStatus{{NodeID: "c1", Replica: "c"}}),
+		"b": replica([]protocol.StreamStatus{{NodeID: "b1", Replica: "b"}, {NodeID: "b2", Replica: "b"}}),
+		"d": replica([]protocol.StreamStatus{}),
 		"e": replica(nil),
 	}
-	for _, mine := range []any{[]protocol.Client{{NodeID: "a1", Replica: "a"}}, []protocol.Client{}, nil} {
+	for _, mine := range []any{[]protocol.StreamStatus{{NodeID: "a1", Replica: "a"}}, []protocol.StreamStatus{}, nil} {
 		srv := httptest.NewServer(admin.Handler(admin.Options{Logger: quiet, Clients: func() any { return mine },
 			Replicas: func(context.Context) (map[string]string, error) { return others, nil }}))
 		resp, err := http.Get(srv.URL + "/v1/clients")
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []protocol.Client
+		var got []protocol.StreamStatus
 		err = json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
 		srv.Close()
@@ -172,7 +172,7 @@ func TestClientsAcrossReplicas(t *testing.T) {
 			nodes = append(nodes, c.NodeID)
 		}
 		want := "b1,b2,c1"
-		if mine != nil && len(mine.([]protocol.Client)) > 0 {
+		if mine != nil && len(mine.([]protocol.StreamStatus)) > 0 {
 			want = "a1," + want
 		}
 		if strings.Join(nodes, ",") != want {

@@ -80,7 +80,7 @@ func (a *api) stranded(r *http.Request, b store.Batch) ([]fleet.Unreachable, err
 		return nil, err
 	}
 	type subscriber struct {
-		c      *protocol.Client
+		c      *protocol.StreamStatus
 		params map[string]string
 	}
 	subs := map[group][]subscriber{}

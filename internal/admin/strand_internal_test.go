@@ -27,7 +27,7 @@ func TestStrandedAsksOnlyWhenItCould(t *testing.T) {
 	st := mem.New()
 	defer st.Close()
 	asked := 0
-	a := &api{o: Options{Store: st, Concerned: func(context.Context, protocol.Changed) ([]protocol.Client, error) {
+	a := &api{o: Options{Store: st, Concerned: func(context.Context, protocol.Changed) ([]protocol.StreamStatus, error) {
 		asked++
 		return nil, nil
 	}}}

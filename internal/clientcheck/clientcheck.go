@@ -13,28 +13,30 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// Client is the kind of xDS client the resources are for.
-type Client string
+// RuleSet is the kind of xDS client a batch is checked for: the rule set
+// of the NACKs it predicts (envoy, grpc), or auto: each group by its
+// agent's.
+type RuleSet string
 
 // The clients whose behaviour is checked: Envoy and GRPC name the two
 // rule sets; Auto checks for the clients of a fleet (NewFleet), each by
 // its agent's rule set.
 const (
-	Envoy Client = "envoy"
-	GRPC  Client = "grpc"
-	Auto  Client = "auto"
+	Envoy RuleSet = "envoy"
+	GRPC  RuleSet = "grpc"
+	Auto  RuleSet = "auto"
 )
 
-// ParseClient reads a --client value (none is the caller's: no checks).
-func ParseClient(s string) (Client, error) {
-	switch c := Client(s); c {
+// ParseRuleSet reads a --client value (none is the caller's: no checks).
+func ParseRuleSet(s string) (RuleSet, error) {
+	switch c := RuleSet(s); c {
 	case Envoy, GRPC, Auto:
 		return c, nil
 	}
 	return "", fmt.Errorf("unknown client %q: want auto, envoy, grpc or none", s)
 }
 
-func (c Client) String() string {
+func (c RuleSet) String() string {
 	switch c {
 	case GRPC:
 		return "gRPC"
@@ -62,9 +64,9 @@ type Finding struct {
 	Resource string
 	Rule     string // e.g. "envoy/router-last"
 	Severity Severity
-	// Client is the rule set that found it; "" for what is no one
+	// RuleSet is the rule set that found it; "" for what is no one
 	// client's (a dangling reference).
-	Client Client
+	RuleSet RuleSet
 	// Groups are the clients it concerns, when a fleet is known: those
 	// that would NACK the variant, or wait for a reference.
 	Groups []Group
@@ -94,9 +96,9 @@ func (f Finding) Location() string {
 // checked on its own or on top of what a store holds. Add the batch's
 // documents, then the stored variants (AddStored), then ask Findings.
 type Checker struct {
-	client Client   // as asked: envoy, grpc or auto
-	rules  []Client // the rule sets run
-	groups []Group  // the fleet, merged; nil when none is known
+	asked  RuleSet   // as asked: envoy, grpc or auto
+	rules  []RuleSet // the rule sets run
+	groups []Group   // the fleet, merged; nil when none is known
 	set    refs.Set
 	found  []Finding
 	// refPos holds, for each entry of the batch that makes references,
@@ -112,10 +114,10 @@ type Checker struct {
 const MaxFindings = 1000
 
 // New returns a checker for a client, with no fleet known (NewFleet).
-func New(c Client) *Checker { return NewFleet(c, nil) }
+func New(c RuleSet) *Checker { return NewFleet(c, nil) }
 
-// Client is the client the checker checks for.
-func (k *Checker) Client() Client { return k.client }
+// RuleSet is the rule set the checker was asked for: envoy, grpc or auto.
+func (k *Checker) RuleSet() RuleSet { return k.asked }
 
 func (k *Checker) add(f Finding) {
 	if len(k.found) >= k.maxFound {
@@ -159,7 +161,7 @@ func (k *Checker) Prepare(d *resource.Document, anys *docprep.Anys) *Prepared {
 	if d.Message != nil && !v.IsRedirect() {
 		for _, rs := range k.rules {
 			report := func(rule string, sev Severity, path, format string, args ...any) {
-				p.findings = append(p.findings, Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev, Client: rs, entry: e})
+				p.findings = append(p.findings, Finding{DocError: d.ErrorAt(path, format, args...), Resource: desc, Rule: rule, Severity: sev, RuleSet: rs, entry: e})
 			}
 			rules := envoyRules
 			if rs == GRPC {
@@ -282,7 +284,7 @@ func (k *Checker) judge(f Finding) Finding {
 		return f
 	}
 	if k.groups == nil {
-		if k.client == Auto && f.Client == GRPC {
+		if k.asked == Auto && f.RuleSet == GRPC {
 			// Without a fleet, Envoy's rules refuse, as the default did
 			// before auto; gRPC's are reported: a bare cluster is STATIC,
 			// which every gRPC client NACKs and Envoy takes.
@@ -294,7 +296,7 @@ func (k *Checker) judge(f Finding) Finding {
 	}
 	var who []Group
 	for _, g := range k.groups {
-		if k.ruleOf(g) == f.Client && f.entry.Constraints.Match(g.Params) {
+		if k.ruleOf(g) == f.RuleSet && f.entry.Constraints.Match(g.Params) {
 			who = append(who, g)
 		}
 	}
@@ -302,7 +304,7 @@ func (k *Checker) judge(f Finding) Finding {
 	f.DocError = &d
 	if len(who) == 0 {
 		f.Severity = Warning
-		d.Msg += fmt.Sprintf(" (no connected or declared %s client gets this variant)", f.Client)
+		d.Msg += fmt.Sprintf(" (no connected or declared %s client gets this variant)", f.RuleSet)
 		return f
 	}
 	f.Groups = who
@@ -440,7 +442,7 @@ func (k *Checker) dangling(d refs.Dangling, who []Group) Finding {
 	switch {
 	case d.Ref.Strict && k.runs(Envoy) && (k.groups == nil || len(envoys) > 0):
 		// A NACK, not a wait.
-		f.Rule, f.Severity, f.Client = "envoy/validate-clusters", Error, Envoy
+		f.Rule, f.Severity, f.RuleSet = "envoy/validate-clusters", Error, Envoy
 		where.Msg = d.String()
 		if len(envoys) > 0 {
 			f.Groups = envoys
@@ -453,7 +455,7 @@ func (k *Checker) dangling(d refs.Dangling, who []Group) Finding {
 	case len(who) > 0:
 		f.Severity, f.Groups = Error, who
 		where.Msg = describeGroups(who, d.Keys) + " would wait for " + target + ": " + d.Edge()
-		if k.client != Auto {
+		if k.asked != Auto {
 			where.Msg += k.waits()
 		}
 	case k.groups != nil:
@@ -467,7 +469,7 @@ func (k *Checker) dangling(d refs.Dangling, who []Group) Finding {
 // waits says what a client of the checked kind does about a reference
 // that resolves to nothing.
 func (k *Checker) waits() string {
-	switch k.client {
+	switch k.asked {
 	case GRPC:
 		return " (a gRPC client is told it does not exist, and its RPCs fail)"
 	case Envoy:
@@ -520,7 +522,7 @@ func (k *Checker) listenerConflicts() []Finding {
 					params = " for clients with " + w.String()
 				}
 				where.Msg = fmt.Sprintf("listeners %s and %s both bind %s%s: Envoy refuses the second (\"has duplicate address\")", x.Name, y.Name, a, params)
-				f := Finding{DocError: where, Resource: y.Describe(), Rule: "envoy/listener-address", Client: Envoy}
+				f := Finding{DocError: where, Resource: y.Describe(), Rule: "envoy/listener-address", RuleSet: Envoy}
 				if k.groups != nil {
 					for _, g := range k.groups {
 						if k.ruleOf(g) == Envoy && x.Constraints.Match(g.Params) && y.Constraints.Match(g.Params) {

@@ -13,7 +13,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // check runs a client's checks over YAML documents.
-func check(t *testing.T, c Client, src string) []Finding {
+func check(t *testing.T, c RuleSet, src string) []Finding {
 	t.Helper()
 	docs, err := resource.Decode("t.yaml", []byte(src))
 	if err != nil {
@@ -79,7 +79,7 @@ const okCluster = "---\n\"@type\": type.googleapis.com/envoy.config.cluster.v3.C
 func TestRules(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		client    Client
+		client    RuleSet
 		bad, good string
 		rule      string
 		want      string // part of the finding, its position included

@@ -25,11 +25,11 @@ type Group struct {
 	Declared bool `json:"declared,omitempty"`
 }
 
-// RuleSet is the rule set an agent's clients are checked with: every
+// RuleSetOf is the rule set an agent's clients are checked with: every
 // grpc-* agent is checked as gRPC; agents that are neither Envoy nor gRPC
 // (a relay, another client) have none, though the references they
 // follow are checked for them.
-func RuleSet(agent string) Client {
+func RuleSetOf(agent string) RuleSet {
 	switch {
 	case agent == "envoy":
 		return Envoy
@@ -51,18 +51,18 @@ const maxSamples = 3
 // Envoy takes and gRPC does not: refusing it for clients nobody has would
 // refuse most batches); references that dangle are warnings, a refusal
 // needing a client that has the parameters.
-func NewFleet(c Client, groups []Group) *Checker {
-	k := &Checker{client: c, refPos: map[*refs.Entry][]refAt{}, maxFound: MaxFindings}
+func NewFleet(c RuleSet, groups []Group) *Checker {
+	k := &Checker{asked: c, refPos: map[*refs.Entry][]refAt{}, maxFound: MaxFindings}
 	k.groups = mergeGroups(groups)
 	switch {
 	case c != Auto:
-		k.rules = []Client{c}
+		k.rules = []RuleSet{c}
 	case k.groups == nil:
-		k.rules = []Client{Envoy, GRPC}
+		k.rules = []RuleSet{Envoy, GRPC}
 	default:
-		for _, rs := range []Client{Envoy, GRPC} {
+		for _, rs := range []RuleSet{Envoy, GRPC} {
 			for _, g := range k.groups {
-				if RuleSet(g.Agent) == rs {
+				if RuleSetOf(g.Agent) == rs {
 					k.rules = append(k.rules, rs)
 					break
 				}
@@ -103,10 +103,10 @@ func mergeGroups(groups []Group) []Group {
 func (k *Checker) Groups() []Group { return k.groups }
 
 // Rules are the rule sets the checker runs.
-func (k *Checker) Rules() []Client { return k.rules }
+func (k *Checker) Rules() []RuleSet { return k.rules }
 
 // runs reports whether the checker runs a rule set.
-func (k *Checker) runs(c Client) bool {
+func (k *Checker) runs(c RuleSet) bool {
 	for _, r := range k.rules {
 		if r == c {
 			return true
@@ -116,11 +116,11 @@ func (k *Checker) runs(c Client) bool {
 }
 
 // ruleOf is the rule set a group is checked with.
-func (k *Checker) ruleOf(g Group) Client {
-	if k.client != Auto {
-		return k.client
+func (k *Checker) ruleOf(g Group) RuleSet {
+	if k.asked != Auto {
+		return k.asked
 	}
-	return RuleSet(g.Agent)
+	return RuleSetOf(g.Agent)
 }
 
 // Describe names who the checker checks for, in a refusal: "Envoy",
@@ -128,8 +128,8 @@ func (k *Checker) ruleOf(g Group) Client {
 // refuses only for Envoy).
 func (k *Checker) Describe() string {
 	switch {
-	case k.client != Auto:
-		return k.client.String()
+	case k.asked != Auto:
+		return k.asked.String()
 	case k.groups == nil:
 		return "Envoy"
 	}

@@ -31,7 +31,7 @@ resource: {"@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
 ` + okCluster
 
 // checkFleet runs the checks of a fleet over YAML documents.
-func checkFleet(t *testing.T, c Client, groups []Group, src string) []Finding {
+func checkFleet(t *testing.T, c RuleSet, groups []Group, src string) []Finding {
 	t.Helper()
 	docs, err := resource.Decode("t.yaml", []byte(src))
 	if err != nil {
@@ -131,7 +131,7 @@ func TestMaglevForGRPC(t *testing.T) {
 	grpcFleet := []Group{{Agent: "grpc-go", Count: 4}}
 	for _, tc := range []struct {
 		name   string
-		c      Client
+		c      RuleSet
 		groups []Group
 		src    string
 		refuse bool
@@ -184,7 +184,7 @@ func TestAutoWithoutFleetLabels(t *testing.T) {
 	src := "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: s\nlb_policy: MAGLEV\n---\n" + envoyListener("") + "      http_filters: [" + router + ", {name: cors, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}]\n      route_config: {}\n"
 	var rules []string
 	for _, f := range checkFleet(t, Auto, nil, src) {
-		rules = append(rules, fmt.Sprintf("%s %s %v", f.Client, f.Rule, f.Severity == Error))
+		rules = append(rules, fmt.Sprintf("%s %s %v", f.RuleSet, f.Rule, f.Severity == Error))
 	}
 	want := "Envoy envoy/router-last true,Envoy envoy/router-last true,gRPC grpc/lb-policy false,gRPC grpc/cluster-type false,gRPC grpc/http-filters false"
 	if got := strings.Join(rules, ","); got != want {
@@ -216,7 +216,7 @@ func BenchmarkChecker(b *testing.B) {
 	fleet := []Group{{Agent: "envoy", Count: 100}, {Agent: "grpc-go", Count: 100}}
 	for _, tc := range []struct {
 		name   string
-		c      Client
+		c      RuleSet
 		groups []Group
 	}{
 		{"envoy", Envoy, nil},

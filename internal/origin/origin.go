@@ -120,8 +120,8 @@ func (s *Server) DB() *db.DB { return s.db }
 // Ready reports whether the store's state has been loaded.
 func (s *Server) Ready() bool { return s.ready.Load() }
 
-// Clients reports the connected streams.
-func (s *Server) Clients() []protocol.Client { return s.proto.Clients() }
+// Streams reports the connected streams.
+func (s *Server) Streams() []protocol.StreamStatus { return s.proto.Streams() }
 
 // Protocol is the downstream engine, which holds the fleet index (the
 // admin API's readers ask it: groups, who a change concerns).

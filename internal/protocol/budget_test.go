@@ -148,7 +148,7 @@ func budgetServer() {
 // acked counts the streams whose client has ACKed what it was sent.
 func acked(ps *protocol.Server) int {
 	n := 0
-	for _, c := range ps.Clients() {
+	for _, c := range ps.Streams() {
 		if len(c.Types) == 1 && c.Types[0].SentVersion != "" && c.Types[0].AckedVersion == c.Types[0].SentVersion {
 			n++
 		}

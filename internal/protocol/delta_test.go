@@ -120,7 +120,7 @@ func TestDelta_2_1_NoncesAckNack(t *testing.T) {
 	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r1.Nonce})
 	c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, ResponseNonce: r2.Nonce, ErrorDetail: &status.Status{Code: 13, Message: "bad b"}})
 	c.Barrier(h.putSecret)
-	ts := h.srv.Clients()[0].Types
+	ts := h.srv.Streams()[0].Types
 	ok := false
 	for _, s := range ts {
 		if s.Type == "envoy.config.cluster.v3.Cluster" {

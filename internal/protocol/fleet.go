@@ -28,13 +28,13 @@ type Changed map[string][]string
 // the changed names: enough to tell whether it subscribes with parameters
 // a variant matches, and what it ACKed or NACKed. The cost is the
 // subscribers of the changed resources, not the fleet.
-func (s *Server) Concerned(ch Changed) []Client {
+func (s *Server) Concerned(ch Changed) []StreamStatus {
 	streams := s.subscribers(ch)
 	if len(streams) == 0 {
 		return nil
 	}
 	q := newChangeQuery(ch)
-	out := make([]Client, 0, len(streams))
+	out := make([]StreamStatus, 0, len(streams))
 	for _, st := range streams {
 		out = append(out, st.statusOf(q))
 	}
@@ -104,7 +104,7 @@ func (s *Server) subscribers(ch Changed) []*stream {
 }
 
 // statusOf is status limited to the types and names of q.
-func (st *stream) statusOf(q changeQuery) Client {
+func (st *stream) statusOf(q changeQuery) StreamStatus {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	c := st.header()
@@ -208,7 +208,7 @@ type ClientQuery struct {
 
 // ClientPage is one page of streams and how many matched.
 type ClientPage struct {
-	Clients []Client
+	Clients []StreamStatus
 	Matched int
 }
 
@@ -228,7 +228,7 @@ func (s *Server) Page(q ClientQuery) ClientPage {
 		}
 		matched++
 	}
-	p := ClientPage{Matched: matched, Clients: make([]Client, 0, len(sel))}
+	p := ClientPage{Matched: matched, Clients: make([]StreamStatus, 0, len(sel))}
 	for _, st := range sel {
 		p.Clients = append(p.Clients, st.status())
 	}

@@ -42,10 +42,12 @@ func fleetOf(b *testing.B, n, hot int) (*protocol.Server, http.Handler) {
 	st := mem.New()
 	b.Cleanup(func() { st.Close() })
 	h := admin.Handler(admin.Options{Store: st, Logger: log,
-		Clients:   func() any { return srv.Clients() },
-		Groups:    func(context.Context) ([]fleet.Group, error) { return srv.Groups(), nil },
-		Page:      func(_ context.Context, q protocol.ClientQuery) (protocol.ClientPage, error) { return srv.Page(q), nil },
-		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.Client, error) { return srv.Concerned(ch), nil },
+		Clients: func() any { return srv.Streams() },
+		Groups:  func(context.Context) ([]fleet.Group, error) { return srv.Groups(), nil },
+		Page:    func(_ context.Context, q protocol.ClientQuery) (protocol.ClientPage, error) { return srv.Page(q), nil },
+		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.StreamStatus, error) {
+			return srv.Concerned(ch), nil
+		},
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
 			return rollout.Status(srv.Concerned(rollout.Names(changes)), rev, changes, func(typeURL, name string) []*resource.Variant {
 				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})

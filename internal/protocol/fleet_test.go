@@ -34,7 +34,7 @@ func TestFleetGroups(t *testing.T) {
 	if got := h.srv.Groups(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("groups %+v, want %+v", got, want)
 	}
-	for _, c := range h.srv.Clients() {
+	for _, c := range h.srv.Streams() {
 		if want := map[string]string{"e1": fleet.Envoy, "g1": fleet.GRPCGo}[c.NodeID]; c.Agent != want {
 			t.Errorf("client %s: agent %q, want %q", c.NodeID, c.Agent, want)
 		}

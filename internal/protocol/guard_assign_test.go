@@ -153,7 +153,7 @@ func TestAssignedParams(t *testing.T) {
 
 	// /v1/clients (and CSDS) show the parameters the client is served
 	// with.
-	for _, c := range h.srv.Clients() {
+	for _, c := range h.srv.Streams() {
 		if c.Identity == testID && c.Params["env"] != "test" {
 			t.Errorf("client %s: node params %v, want env=test", c.NodeID, c.Params)
 		}

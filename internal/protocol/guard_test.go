@@ -151,7 +151,7 @@ func TestGuardIdentities(t *testing.T) {
 			t.Errorf("%s after a change: %v", id, got)
 		}
 	}
-	for _, c := range ps.Clients() {
+	for _, c := range ps.Streams() {
 		if c.Identity != "spiffe://t/"+c.NodeID {
 			t.Errorf("client %s has identity %q", c.NodeID, c.Identity)
 		}
@@ -248,7 +248,7 @@ func TestGuardDeniedNamesAreNotKept(t *testing.T) {
 	after := heapInUse()
 	kept := int64(after) - int64(base)
 	t.Logf("heap: %d KiB before the request, %d KiB after: %d bytes a denied name", base>>10, after>>10, kept/n)
-	for _, c := range h.srv.Clients() {
+	for _, c := range h.srv.Streams() {
 		for _, ts := range c.Types {
 			if ts.URL == resource.ClusterURL && (len(ts.Subscriptions) != 1 || len(ts.Held) != 1) {
 				t.Fatalf("the stream keeps %d subscriptions and %d held names of clusters, want only public-a's", len(ts.Subscriptions), len(ts.Held))

@@ -64,5 +64,5 @@ func TestMemoryIsReleasedWhenStreamsLeave(t *testing.T) {
 // waitNoClients waits until the server has no stream left.
 func waitNoClients(t *testing.T, h *harness) {
 	t.Helper()
-	testutil.Eventually(t, "no stream left on the server", func() bool { return len(h.srv.Clients()) == 0 })
+	testutil.Eventually(t, "no stream left on the server", func() bool { return len(h.srv.Streams()) == 0 })
 }

@@ -378,8 +378,8 @@ func (m *metrics) sent(o *out) {
 	}
 }
 
-// Client is one connected stream as /v1/clients shows it.
-type Client struct {
+// StreamStatus is one connected stream as /v1/clients shows it.
+type StreamStatus struct {
 	ID     uint64 `json:"id"`
 	NodeID string `json:"node_id"`
 	// Identity is the URI SAN of the client's verified certificate.
@@ -445,8 +445,8 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-// Clients reports every connected stream, in connection order.
-func (s *Server) Clients() []Client {
+// Streams reports every connected stream, in connection order.
+func (s *Server) Streams() []StreamStatus {
 	s.mu.Lock()
 	streams := make([]*stream, 0, len(s.streams))
 	for _, st := range s.streams {
@@ -454,14 +454,14 @@ func (s *Server) Clients() []Client {
 	}
 	s.mu.Unlock()
 	sort.Slice(streams, func(i, j int) bool { return streams[i].id < streams[j].id })
-	out := make([]Client, 0, len(streams))
+	out := make([]StreamStatus, 0, len(streams))
 	for _, st := range streams {
 		out = append(out, st.status())
 	}
 	return out
 }
 
-func (st *stream) status() Client {
+func (st *stream) status() StreamStatus {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	c := st.header()
@@ -481,8 +481,8 @@ func (st *stream) status() Client {
 }
 
 // header is a stream's status without its types (st.mu held).
-func (st *stream) header() Client {
-	return Client{ID: st.id, NodeID: st.node.GetId(), Identity: st.identity, Cluster: st.node.GetCluster(), Address: st.addr,
+func (st *stream) header() StreamStatus {
+	return StreamStatus{ID: st.id, NodeID: st.node.GetId(), Identity: st.identity, Cluster: st.node.GetCluster(), Address: st.addr,
 		Kind: st.kind(), Agent: st.agent(), Replica: st.srv.replicaName(), Connected: st.started, Params: st.nodeParams, Requests: st.requests,
 		Types: []TypeStatus{}, Node: st.node}
 }

@@ -72,7 +72,7 @@ func TestSotW_1_2_AckRecordedAndUnanswered(t *testing.T) {
 	expectNames(t, r, resource.RouteURL, "r")
 	c.Ack(r, "r")
 	c.Barrier(h.putSecret)
-	st := h.srv.Clients()[0]
+	st := h.srv.Streams()[0]
 	var ts *typeStatusView
 	for i := range st.Types {
 		if st.Types[i].Type == "envoy.config.route.v3.RouteConfiguration" {
@@ -98,7 +98,7 @@ func TestSotW_1_3_NackRecordedNotResent(t *testing.T) {
 	c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.RouteURL, ResourceNames: []string{"r"}, ResponseNonce: r.Nonce,
 		ErrorDetail: &status.Status{Code: 13, Message: "route r: no such cluster c1"}})
 	c.Barrier(h.putSecret)
-	cl := h.srv.Clients()[0]
+	cl := h.srv.Streams()[0]
 	found := false
 	for _, ts := range cl.Types {
 		if ts.LastNack != nil {

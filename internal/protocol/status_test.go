@@ -17,7 +17,7 @@ import (
 // typeStatus returns the only client's status for typeURL's type.
 func (h *harness) typeStatus(typeURL string) protocol.TypeStatus {
 	h.t.Helper()
-	cs := h.srv.Clients()
+	cs := h.srv.Streams()
 	if len(cs) != 1 {
 		h.t.Fatalf("%d clients, want 1", len(cs))
 	}

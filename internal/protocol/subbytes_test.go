@@ -96,7 +96,7 @@ func TestSubscriptionBytesBounded(t *testing.T) {
 	third.Ack(third.Recv())
 	third.Close()
 	testutil.Eventually(t, "the third stream is gone", func() bool {
-		for _, c := range h.srv.Clients() {
+		for _, c := range h.srv.Streams() {
 			if c.NodeID == "third" {
 				return false
 			}
@@ -162,7 +162,7 @@ func TestSubscriptionCostModel(t *testing.T) {
 		d.Close()
 		id := fmt.Sprint("cost-", c.size, len(c.params))
 		testutil.Eventually(t, "the stream is gone", func() bool {
-			for _, c := range h.srv.Clients() {
+			for _, c := range h.srv.Streams() {
 				if c.NodeID == id {
 					return false
 				}
@@ -190,7 +190,7 @@ func TestAttackerConnectionCost(t *testing.T) {
 	defer func() {
 		// Tearing down 200,000 subscriptions takes a while: wait, so that
 		// goleak does not see it under way.
-		testutil.EventuallyWithin(t, time.Minute, "every stream is gone", func() bool { return len(h.srv.Clients()) == 0 })
+		testutil.EventuallyWithin(t, time.Minute, "every stream is gone", func() bool { return len(h.srv.Streams()) == 0 })
 	}()
 	for i := 0; ; i++ {
 		d := h.delta(node(fmt.Sprint("attacker-", i), nil))

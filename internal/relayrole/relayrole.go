@@ -146,8 +146,8 @@ func (r *Relay) Close() {
 	r.client.Close()
 }
 
-// Clients reports the downstream streams, as the admin API shows them.
-func (r *Relay) Clients() []protocol.Client { return r.proto.Clients() }
+// Streams reports the downstream streams, as the admin API shows them.
+func (r *Relay) Streams() []protocol.StreamStatus { return r.proto.Streams() }
 
 // Protocol is the downstream engine, which holds the fleet index of the
 // clients behind the relay.

@@ -1,7 +1,7 @@
 // Package rollout answers "did every client take the change?" for one
 // store revision: which connected streams the revision's changes concern,
 // and whether each has ACKed or NACKed a version carrying them. It reads
-// the protocol engine's view of its streams (protocol.Client) and the
+// the protocol engine's view of its streams (protocol.StreamStatus) and the
 // store's record of the revision (store.Revision); xdsd apply --wait and
 // GET /v1/rollout use it.
 //
@@ -92,7 +92,7 @@ type Lookup func(typeURL, name string) []*resource.Variant
 // changes, over the streams clients — those the fleet index reports
 // subscribed to the changed names (protocol.Server.Concerned of Names),
 // or every stream; now gives the current variants.
-func Status(clients []protocol.Client, rev int64, changes []store.Change, now Lookup) Report {
+func Status(clients []protocol.StreamStatus, rev int64, changes []store.Change, now Lookup) Report {
 	byType := map[string][]store.Change{}
 	for _, c := range changes {
 		byType[c.Key.Type] = append(byType[c.Key.Type], c)

@@ -119,7 +119,7 @@ func (x *xds) waitAcked(n int, rev int64) {
 	deadline := time.After(wait)
 	for {
 		acked := 0
-		for _, c := range x.srv.Clients() {
+		for _, c := range x.srv.Streams() {
 			for _, ts := range c.Types {
 				if ts.AckedVersion == want && ts.AckedNonce == ts.SentNonce {
 					acked++

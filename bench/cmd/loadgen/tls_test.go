@@ -53,10 +53,10 @@ func TestTLSOverSeveralServers(t *testing.T) {
 	}
 	for i, x := range xs {
 		ids := map[string]bool{}
-		for _, c := range x.srv.Clients() {
+		for _, c := range x.srv.Streams() {
 			ids[c.Identity] = true
 		}
-		if n := len(x.srv.Clients()); n != 20 || !ids[f.Identity] || len(ids) != 1 {
+		if n := len(x.srv.Streams()); n != 20 || !ids[f.Identity] || len(ids) != 1 {
 			t.Errorf("server %d: %d streams, identities %v; want 20 of %s", i, n, ids, f.Identity)
 		}
 	}

@@ -156,7 +156,7 @@ func (o *Origin) Commit(b store.Batch) {
 // streams.
 func (o *Origin) Subscriptions(name string) int {
 	n := 0
-	for _, c := range o.Srv.Clients() {
+	for _, c := range o.Srv.Streams() {
 		for _, ty := range c.Types {
 			for _, s := range ty.Subscriptions {
 				if s.Name == name {
