@@ -116,6 +116,9 @@ func TestEtcdDamageWhileRunningAndRestore(t *testing.T) {
 		t.Fatalf("restore into the damaged etcd: exit %d: %s", code, errOut)
 	}
 	t.Log(strings.TrimSpace(out))
+	if !strings.Contains(errOut, "damaged records replaced") || !strings.Contains(errOut, "victim") {
+		t.Errorf("restore does not say it replaced the damaged record: %q", errOut)
+	}
 	testutil.Eventually(t, "the replica serves the backup's state, not degraded", func() bool {
 		_, ready := httpGet(t, "http://"+adm+"/readyz")
 		_, res := httpGet(t, "http://"+adm+"/v1/resources")

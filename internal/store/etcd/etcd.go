@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -544,7 +545,13 @@ func (s *Store) try(ctx context.Context, b store.Batch) (store.Result, bool, err
 		s.mu.Lock()
 		s.repair = nil
 		s.mu.Unlock()
-		s.log.Info("etcd store: the damaged records are replaced or deleted", "rev", nh.Rev, "records", len(repair))
+		// A warning: it names what was wrong, and xdsd restore, which
+		// shows warnings only, says it.
+		keys := make([]string, len(repair))
+		for i, k := range repair {
+			keys[i] = strconv.Quote(s.key("r/", string(k)))
+		}
+		s.log.Warn("etcd store: damaged records replaced (or deleted, if the batch does not put them)", "rev", nh.Rev, "keys", strings.Join(keys, " "))
 	}
 	if err := s.waitVer(ctx, ver+1, commitRev); err != nil {
 		return store.Result{}, false, err
