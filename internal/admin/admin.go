@@ -517,9 +517,10 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errors.New("this process has no store to apply to"))
 		return
 	}
-	// Until the revision is served (internal/tuning).
+	// Until the revision is served (internal/tuning); a small body
+	// leaves GOGC alone.
 	checks := r.URL.Query().Get("client") != "" && r.URL.Query().Get("client") != "none"
-	gc := a.o.Memory.Begin(checks)
+	gc := a.o.Memory.BeginBody(r.ContentLength, checks)
 	defer gc.End()
 	start := time.Now()
 	b := &batch{dryRun: r.URL.Query().Get("dry_run") == "true"}

@@ -18,6 +18,9 @@ const (
 	// applyMemoryRelease is the size of applies after which the memory
 	// they freed is returned to the system at once.
 	applyMemoryRelease = 64 << 20
+	// smallApply is the size of an apply's body, known before it is read,
+	// below which GOGC is left alone (BeginBody).
+	smallApply = 1 << 20
 )
 
 // readGCPercent is GOGC for applies decoding without client checks that
@@ -96,6 +99,19 @@ func (m *Memory) Begin(low bool) *Apply {
 	}
 	m.set()
 	return &Apply{m: m, low: low}
+}
+
+// BeginBody is Begin for an apply whose body is size bytes, or -1 when
+// that is not known before it is read (a body streamed in parts). One
+// known to be under smallApply steers nothing: it returns a nil *Apply.
+// Such an apply cannot grow the heap enough to matter, and lowering GOGC
+// for it set off a collection of the whole heap — of a server's streams,
+// not of the batch — whose assists slowed the fan-out that followed.
+func (m *Memory) BeginBody(size int64, low bool) *Apply {
+	if size >= 0 && size < smallApply {
+		return nil
+	}
+	return m.Begin(low)
 }
 
 // Storing says the apply has read its batch and gives it to the store:

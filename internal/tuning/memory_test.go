@@ -152,3 +152,28 @@ func TestNilMemoryLeavesGOGC(t *testing.T) {
 		t.Errorf("GOGC %d after an apply with a nil Memory, want 77 left alone", got)
 	}
 }
+
+// An apply whose body is known to be small leaves GOGC alone; one of
+// unknown size, or a large one, steers it as Begin does.
+func TestSmallApplyLeavesGOGC(t *testing.T) {
+	before := debug.SetGCPercent(77)
+	defer debug.SetGCPercent(before)
+	var m Memory
+	small := m.BeginBody(600, true)
+	small.Storing()
+	if got := debug.SetGCPercent(77); got != 77 {
+		t.Errorf("GOGC %d during a 600-byte apply, want 77 left alone", got)
+	}
+	small.End()
+	for _, size := range []int64{-1, smallApply} {
+		a := m.BeginBody(size, true)
+		if got := debug.SetGCPercent(-1); got != checkGCPercent {
+			t.Errorf("GOGC %d during an apply of %d bytes with checks, want %d", got, size, checkGCPercent)
+		}
+		debug.SetGCPercent(checkGCPercent)
+		a.End()
+		if got := debug.SetGCPercent(77); got != 77 {
+			t.Errorf("GOGC %d after an apply of %d bytes, want 77 back", got, size)
+		}
+	}
+}
