@@ -187,6 +187,9 @@ func Handler(o Options) http.Handler {
 type api struct {
 	o      Options
 	stored storedSummaries
+	// silent is when each replica that did not answer was last logged
+	// (replicas.go).
+	silent sync.Map
 
 	stagedMu sync.Mutex
 	stagedAt *stagedCache // stagedNow's last answer

@@ -111,13 +111,28 @@ func (a *api) ask(r *http.Request, others map[string]string, path string, q url.
 			}
 			if err != nil {
 				failed = append(failed, fleet.Unreachable{Replica: name, Error: err.Error()})
-				a.o.Logger.Warn("a replica did not answer", "replica", name, "url", base, "error", err)
+				a.warnSilent(name, base, err)
 			}
 		}()
 	}
 	wg.Wait()
 	slices.SortFunc(failed, func(x, y fleet.Unreachable) int { return strings.Compare(x.Replica, y.Replica) })
 	return failed
+}
+
+// silentLogEvery bounds how often one silent replica is logged: apply
+// --wait asks ten times a second while a dead one keeps its lease.
+const silentLogEvery = 10 * time.Second
+
+// warnSilent logs that a replica did not answer, at most once per
+// silentLogEvery for each (every answer names it anyway).
+func (a *api) warnSilent(name, base string, err error) {
+	now := time.Now()
+	if last, ok := a.silent.Load(name); ok && now.Sub(last.(time.Time)) < silentLogEvery {
+		return
+	}
+	a.silent.Store(name, now)
+	a.o.Logger.Warn("a replica did not answer", "replica", name, "url", base, "error", err)
 }
 
 func (a *api) askReplica(r *http.Request, u string, body []byte) ([]byte, error) {
