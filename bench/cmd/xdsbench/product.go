@@ -360,9 +360,17 @@ func verdict(xs []float64, bound float64) string {
 }
 
 // writeArms reports a product-path scenario's arms.
-func writeArms(w io.Writer, title string, arms []*arm) {
+func writeArms(w io.Writer, title string, arms []*arm) { writeArmsAt(w, title, arms, "") }
+
+// writeArmsAt is writeArms that also gives the load average at the start
+// of the rounds (load) and now.
+func writeArmsAt(w io.Writer, title string, arms []*arm, load string) {
 	fmt.Fprintf(w, "## %s\n\n", title)
-	fmt.Fprintln(w, "Median (min–max) over the rounds; the servers took them by turns.")
+	fmt.Fprint(w, "Median (min–max) over the rounds; the servers took them by turns.")
+	if load != "" {
+		fmt.Fprintf(w, " Load average (1 min) at the start and the end of the rounds: %s, %s.", load, loadAvg())
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| server | streams | connect (ms) | all streams hold the change (ms) | p50 (ms) | change command's wall time (ms) | server CPU per change (ms) | missing |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -138,9 +138,10 @@ func (b *bench) runH(w io.Writer) []error {
 		}
 	}
 	done := b.profile(map[string]string{"serve-h": serve.admin, "embedded-h": emb.control})
+	load := loadAvg()
 	b.runTurns(title, arms, b.rounds)
 	done()
-	writeArms(w, title, arms)
+	writeArmsAt(w, title, arms, load)
 	writeRatio(w, s, e, 1.2)
 	return armErrs("h", arms)
 }
@@ -212,8 +213,9 @@ func (b *bench) runI(w io.Writer) []error {
 			return b.failed(w, title, err)
 		}
 	}
+	load := loadAvg()
 	b.runTurns(title, arms, b.rounds)
-	writeArms(w, title, arms)
+	writeArmsAt(w, title, arms, load)
 	writeRatio(w, s, r, 1.3)
 	return armErrs("i", arms)
 }
@@ -257,6 +259,7 @@ func (b *bench) runApplyWall(w io.Writer) []error {
 	}
 	// Phase 1: idle streams, each on 10 clusters of its own choosing but
 	// never on "hot".
+	load := loadAvg()
 	b.logf("%s: connecting %d idle streams", title, idle)
 	idleArm := &arm{name: "idle"}
 	if err := b.connectArm(idleArm, control.Command{Addr: loaded.xds, Streams: idle, Names: names[:10]}); err != nil {
@@ -294,8 +297,8 @@ func (b *bench) runApplyWall(w io.Writer) []error {
 		return b.failed(w, title, err)
 	}
 	fmt.Fprintf(w, "## %s\n\n", title)
-	fmt.Fprintf(w, "Two `xdsd serve` (bolt, default flags) take the same one-cluster applies by turns: one with no streams, one with the streams of each phase. This machine held %d idle streams with the server at %.0f MiB RSS and the load generator at %.0f MiB.\n\n",
-		idle, float64(rss)/(1<<20), float64(lgRSS)/(1<<20))
+	fmt.Fprintf(w, "Two `xdsd serve` (bolt, default flags) take the same one-cluster applies by turns: one with no streams, one with the streams of each phase. This machine held %d idle streams with the server at %.0f MiB RSS and the load generator at %.0f MiB. Load average (1 min) at the start and the end: %s, %s.\n\n",
+		idle, float64(rss)/(1<<20), float64(lgRSS)/(1<<20), load, loadAvg())
 	fmt.Fprintln(w, "| phase | `xdsd apply` wall, no streams (ms) | `xdsd apply` wall, with the streams (ms) | more than with none (ms, median of the rounds' differences) | target | verdict | all subscribed streams hold it (ms) | server CPU per change (ms) |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---|---|---:|---:|")
 	for _, p := range [][2]*arm{{a1, l1}, {a2, l2}, {a3, l3}} {
@@ -432,9 +435,11 @@ func (b *bench) runTiers(w io.Writer) []error {
 		}
 		arms = append(arms, a)
 	}
+	load := loadAvg()
 	b.runTurns(title, arms, b.rounds)
 	fmt.Fprintf(w, "## %s\n\n", title)
-	fmt.Fprintln(w, "Every server is the `xdsd` binary with default flags (relays: `xdsd relay --upstream ADDR --node-id NAME`, delta upstream); the origin is `xdsd serve` on bolt, changed by `xdsd apply`. The two trees are up together and take the rounds by turns. Median (min–max).")
+	fmt.Fprintf(w, "Load average (1 min) at the start and the end of the rounds: %s, %s. ", load, loadAvg())
+	fmt.Fprint(w, "Every server is the `xdsd` binary with default flags (relays: `xdsd relay --upstream ADDR --node-id NAME`, delta upstream); the origin is `xdsd serve` on bolt, changed by `xdsd apply`. The two trees are up together and take the rounds by turns. Median (min–max).")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| streams at the leaves | origin's clients | every leaf stream holds the change (ms) | p50 (ms) | `xdsd apply` wall (ms) | origin CPU per change (ms) | all relays' CPU per change (ms) | missing |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -473,6 +478,17 @@ func (b *bench) profile(servers map[string]string) func() {
 		}()
 	}
 	return wg.Wait
+}
+
+// loadAvg is the machine's 1-minute load average, as /proc/loadavg has
+// it ("?" when unreadable): other work on a shared machine shows in the
+// timings, and the report says how much there was.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // failed reports a scenario that could not run.
