@@ -207,6 +207,9 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	if *output != "text" {
 		return printJSONOrYAML(stdout, *output, d)
 	}
+	if d.Staged != "" {
+		fmt.Fprintln(stdout, "note: "+d.Staged)
+	}
 	if len(d.Changes) == 0 {
 		fmt.Fprintf(stdout, "no difference between revisions %d and %d\n", d.From, d.To)
 		return nil

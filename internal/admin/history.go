@@ -143,6 +143,9 @@ type Diff struct {
 	From    int64       `json:"from"`
 	To      int64       `json:"to"`
 	Changes []DiffEntry `json:"changes"`
+	// Staged, when a revision from From (excluded) to To is the staged
+	// one, says so: what it changed reaches only its canary.
+	Staged string `json:"staged,omitempty"`
 }
 
 // variantYAML renders a variant as its admin form in YAML, the text a
@@ -239,8 +242,12 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 		historyError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Diff{From: from, To: to,
-		Changes: DiffStates(sa, sb, "revision "+strconv.FormatInt(from, 10), "revision "+strconv.FormatInt(to, 10))})
+	d := Diff{From: from, To: to,
+		Changes: DiffStates(sa, sb, "revision "+strconv.FormatInt(from, 10), "revision "+strconv.FormatInt(to, 10))}
+	if rec, staged, _, err := a.stagedNow(r.Context()); err == nil && staged && rec.Rev > min(from, to) && rec.Rev <= max(from, to) {
+		d.Staged = fmt.Sprintf("revision %d is staged for the canary %s: what it changed reaches only the canary's clients until `xdsd rollout promote %d`", rec.Rev, rec.Audit.Stage.Canary, rec.Rev)
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // RollbackResult is the body of POST /v1/rollback.

@@ -113,7 +113,10 @@ type pageData struct {
 	Upstreams   []pageUpstream
 	HasStore    bool
 	Degraded    string
-	Errors      []string
+	// Staged is the staged revision's rollout, while one is staged
+	// (docs/rollouts.md).
+	Staged *rollout.Report
+	Errors []string
 }
 
 // asJSON fills out from v's JSON form (a relay's few upstreams).
@@ -205,6 +208,10 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 		return err
 	}
 	d.Oldest = l.Oldest
+	if rec, staged, _ := store.StagedIn(l); staged && a.o.Rollout != nil {
+		rep := a.stagedRollout(r.Context(), a.fleetRollout(r, rec.Rev, rec.Changes))
+		d.Staged = &rep
+	}
 	for _, rev := range l.Revisions {
 		pr := pageRevision{Revision: rev, Shown: rev.Changes}
 		if len(pr.Shown) > pageChanges {
@@ -212,6 +219,9 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 		}
 		if a.o.Rollout != nil && len(d.Revisions) < pageProgress {
 			rep := a.fleetRollout(r, rev.Rev, rev.Changes)
+			if rev.Audit.Stage != nil && rev.Audit.Stage.State == store.StateStaged {
+				rep = a.stagedRollout(r.Context(), rep)
+			}
 			d.unreachable(rep.Unreachable)
 			pr.Rollout = &rep
 			pr.Progress, pr.Nacks, pr.MoreNack = progress(rep)
@@ -400,6 +410,7 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 <p>{{if .Ready}}ready{{else}}<span class="bad">not ready</span>{{end}}{{if .HasStore}} · revision {{.Revision}}{{end}}
 · <a href="/metrics">metrics</a> · <a href="/v1/resources">resources (JSON)</a> · <a href="/v1/clients">clients (JSON)</a>{{if not .HasStore}} · <a href="/v1/upstream">upstream (JSON)</a>{{end}}</p>
 {{if .Degraded}}<p class="banner">degraded: {{.Degraded}}</p>{{end}}
+{{with .Staged}}<p class="banner" id="staged">revision {{.Revision}} is STAGED for the canary {{.Stage.Canary}}{{if .Stage.BakeEnds}} (the server promotes it at {{.Stage.BakeEnds.Format "15:04:05Z07:00"}} if a canary client ACKed and none NACKed){{end}}: canary clients {{.Acked}} ACKed, {{.Nacked}} NACKed, {{.Pending}} pending. <code>xdsd rollout promote {{.Revision}}</code> or <code>xdsd rollout abort {{.Revision}}</code></p>{{end}}
 {{range .Errors}}<p class="bad">{{.}}</p>{{end}}
 {{if .Unreachable}}<div class="banner" id="unreachable">{{len .Unreachable}} registered replica{{if gt (len .Unreachable) 1}}s{{end}} did not answer: the fleet, clients and rollouts below lack {{if gt (len .Unreachable) 1}}their{{else}}its{{end}} clients.
 {{range .Unreachable}}<div class="nackline" title="{{.Error}}">replica <code>{{.Replica}}</code>: {{.Error}}</div>{{end}}</div>{{end}}
@@ -433,7 +444,7 @@ pre.diff{font-size:12px;background:#f8f8f8;padding:.5em;white-space:pre-wrap;ove
 {{end}}</table>{{if .MoreResources}}<p class="muted" id="more-resources">… and {{.MoreResources}} more, not listed here: <a href="/v1/resources">all as JSON</a></p>{{end}}{{else}}<p class="muted">none</p>{{end}}
 {{if .HasStore}}<h2>Recent revisions</h2>
 {{if .Revisions}}<table id="revisions"><tr><th>revision</th><th>when, who</th><th>changes</th><th>rollout</th></tr>
-{{range .Revisions}}<tr class="revision"><td>{{.Rev}}</td><td>{{.Time.Format "2006-01-02 15:04:05Z07:00"}}<br><span class="muted">{{if .Audit.Who}}{{.Audit.Who}}{{else}}(anonymous){{end}}{{if .Audit.From}} from {{.Audit.From}}{{end}}{{if .Audit.Via}} via {{.Audit.Via}}{{end}}</span></td>
+{{range .Revisions}}<tr class="revision"><td>{{.Rev}}</td><td>{{.Time.Format "2006-01-02 15:04:05Z07:00"}}<br><span class="muted">{{if .Audit.Who}}{{.Audit.Who}}{{else}}(anonymous){{end}}{{if .Audit.From}} from {{.Audit.From}}{{end}}{{if .Audit.Via}} via {{.Audit.Via}}{{end}}</span>{{with .Audit.Stage}}<br><span class="staged">{{if eq .State "staged"}}staged for the canary {{.Canary}}{{else}}{{.State}} staged revision {{.Of}}{{if .Reason}}: {{.Reason}}{{end}}{{end}}</span>{{end}}</td>
 <td>{{range .Shown}}{{.Op}} {{kind .Key.Type}} <code>{{.Key.Name}}</code>{{if .Key.Constraints}} <span class="muted">[{{.Key.Constraints}}]</span>{{end}}<br>{{end}}{{if .More}}<span class="muted">… and {{.More}} more</span>{{end}}
 {{if .Diffs}}<details><summary>diff</summary>{{range .Diffs}}<pre class="diff">{{.Diff}}</pre>{{end}}</details>{{end}}</td>
 <td class="wrap">{{$r := .}}{{with .Rollout}}{{if or .Acked .Nacked .Pending}}{{.Acked}} ACKed, {{if .Nacked}}<span class="bad">{{.Nacked}} NACKed</span>{{else}}0 NACKed{{end}}, {{.Pending}} pending
