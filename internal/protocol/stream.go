@@ -316,10 +316,13 @@ func (s *stream) teardown() {
 func (s *stream) recvLoop(ctx context.Context) error {
 	for {
 		var err error
+		acked := false // a plain ACK, handled on the fast path
 		if s.delta {
 			if err = s.ss.RecvMsg(&s.raw); err == nil {
 				if err = s.limiter.wait(ctx); err == nil && ctx.Err() == nil {
-					if t, n, ok := readPlainDeltaAck(s.raw.b); !ok || !s.handlePlainDeltaAck(t, n) {
+					if t, n, ok := readPlainDeltaAck(s.raw.b); ok && s.handlePlainDeltaAck(t, n) {
+						acked = true
+					} else {
 						err = s.aside(func() error {
 							req := &discoveryv3.DeltaDiscoveryRequest{}
 							if err := proto.Unmarshal(s.raw.b, req); err != nil {
@@ -332,7 +335,9 @@ func (s *stream) recvLoop(ctx context.Context) error {
 			}
 		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
 			if err = s.limiter.wait(ctx); err == nil && ctx.Err() == nil {
-				if a, ok := readPlainAck(s.raw.b); !ok || !s.handlePlainAck(a) {
+				if a, ok := readPlainAck(s.raw.b); ok && s.handlePlainAck(a) {
+					acked = true
+				} else {
 					err = s.aside(func() error {
 						req := &discoveryv3.DiscoveryRequest{}
 						if err := proto.Unmarshal(s.raw.b, req); err != nil {
@@ -349,7 +354,10 @@ func (s *stream) recvLoop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if s.due() {
+		// A plain ACK only records what the client holds: it makes
+		// nothing due, and whatever is due was signalled when it became
+		// so (a change, a request, a timer), so it wakes no sender.
+		if !acked && s.due() {
 			s.signal()
 		}
 	}
