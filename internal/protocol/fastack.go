@@ -125,9 +125,32 @@ func (s *stream) handlePlainAck(a plainAck) bool {
 // service's. The lookup converts typeURL without allocating.
 func (s *stream) fastType(typeURL []byte) *typeState {
 	if s.fixedType != "" && (len(typeURL) == 0 || string(typeURL) == s.fixedType) {
-		return s.types[s.fixedType]
+		return s.knownType(s.fixedType)
 	}
-	return s.types[string(typeURL)]
+	if ts := s.lastType; ts != nil && string(typeURL) == ts.typ.URL {
+		return ts
+	}
+	ts := s.types[string(typeURL)] // converted in the index: no allocation
+	if ts != nil {
+		s.lastType = ts
+	}
+	return ts
+}
+
+// knownType is s.types[typeURL] (s.mu held), through the one last found:
+// a stream's ACKs and changes are mostly of one type, and comparing with
+// the last one's URL (shared by every stream) reads no memory of the
+// stream's map, which a fan-out over thousands of streams finds out of
+// the cache. A type's state, once made, stays the stream's.
+func (s *stream) knownType(typeURL string) *typeState {
+	if ts := s.lastType; ts != nil && ts.typ.URL == typeURL {
+		return ts
+	}
+	ts := s.types[typeURL]
+	if ts != nil {
+		s.lastType = ts
+	}
+	return ts
 }
 
 // Field numbers of DeltaDiscoveryRequest that a plain delta ACK carries.

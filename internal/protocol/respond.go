@@ -33,7 +33,7 @@ func (s *stream) collect() []out {
 	changed := changedBuf[:0]
 	since := s.sub.DrainFunc(func(c db.Changed) { changed = append(changed, c) })
 	for _, c := range changed {
-		if ts := s.types[c.Type]; ts != nil {
+		if ts := s.knownType(c.Type); ts != nil {
 			ts.markDirty(c.Name, since)
 		}
 	}

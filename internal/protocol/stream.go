@@ -80,6 +80,7 @@ type stream struct {
 	rechecks   atomic.Bool   // a SotW full state has waited for its source (Policy.PendingWait)
 	outs       []out         // collect's result, reused (guarded by mu)
 	types      map[string]*typeState
+	lastType   *typeState // the one knownType last found
 	nonces     uint64
 	watchCount int
 	subBytes   int64       // subscription state, in subCost bytes (MaxSubscriptionBytes)
