@@ -190,9 +190,12 @@ func TestUnreachableReplicaIsNamed(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	waitRevision(t, admB, listResources(t, admA, "").Revision)
+	ghost := ghostReplica(t, url)
+	if code, out, _ := runCmd(t, "status", "--admin", admA); code != 0 || out != "no client connected to the replicas that answered\n" {
+		t.Fatalf("status on A with no client and a ghost replica: exit %d: %q", code, out)
+	}
 	test := onReplica(t, xdsB, "test-on-b", "test")
 	defer test.Close()
-	ghost := ghostReplica(t, url)
 
 	code, out, errOut := runCmd(t, "status", "--admin", admA)
 	if code != 0 || !strings.Contains(out, "test-on-b") || !strings.Contains(errOut, "replica "+ghost+": ") || !strings.Contains(errOut, "its clients are not listed") {

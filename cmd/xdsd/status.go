@@ -206,6 +206,10 @@ func printStatus(w io.Writer, rep statusReport, rev int64) {
 		at = fmt.Sprintf(" at revision %d or later", rev)
 	}
 	if len(rep.Clients) == 0 {
+		if len(rep.Unreachable) > 0 {
+			fmt.Fprintln(w, "no client connected to the replicas that answered")
+			return
+		}
 		fmt.Fprintln(w, "no client connected")
 		return
 	}
