@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -141,4 +143,47 @@ func TestCanaryReplicasOnEtcd(t *testing.T) {
 	if code, stdout, _ := runCmd(t, "history", "--admin", admB, "--limit", "2"); code != 0 || !strings.Contains(stdout, "promoted staged revision") || !strings.Contains(stdout, "by the server: bake of 1s passed") {
 		t.Errorf("history: exit %d\n%s", code, stdout)
 	}
+}
+
+// apply --rollback-on-nack --wait without --canary: a client's NACK has
+// the command roll the change back (only its own revision), exit 3,
+// naming the NACK and the revision that undid it.
+func TestApplyRollbackOnNack(t *testing.T) {
+	xds, adm := startServe(t)
+	dir := t.TempDir()
+	file := func(tag string) string { return writeFile(t, dir, "c.yaml", cl+"name: c\nalt_stat_name: "+tag+"\n") }
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", file("v1")); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	w := newCDSWatch(t, conn, "nacker")
+	w.wait(t, "v1")
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--rollback-on-nack", "-f", file("v2")); code != 2 || !strings.Contains(errOut, "add --wait") {
+		t.Errorf("--rollback-on-nack without --wait: exit %d\n%s", code, errOut)
+	}
+	done := make(chan [3]any, 1)
+	f2 := file("v2")
+	go func() {
+		code, out, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "--rollback-on-nack", "--wait", "--wait-timeout", "60s", "-f", f2)
+		done <- [3]any{code, out, errOut}
+	}()
+	var r *discoveryv3.DiscoveryResponse
+	select {
+	case r = <-w.c.Resps:
+	case <-time.After(testutil.Wait):
+		t.Fatal("the change never came")
+	}
+	w.c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "cluster c refused"}})
+	o := <-done
+	code, out, errOut := o[0].(int), o[1].(string), o[2].(string)
+	if code != 3 || !strings.Contains(out, "cluster c refused") || !strings.Contains(out, "rolled back: revision 3 restores the state of revision 1") ||
+		!strings.Contains(errOut, "rolled back by revision 3") {
+		t.Fatalf("apply --rollback-on-nack of a NACKed change: exit %d\n%s%s", code, out, errOut)
+	}
+	w.wait(t, "v1")
 }

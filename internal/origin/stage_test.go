@@ -3,11 +3,13 @@ package origin_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -231,5 +233,66 @@ func TestStagedRevisionByParams(t *testing.T) {
 	}
 	if tag, ver := test.last(); tag != "t1" || ver != testVer {
 		t.Errorf("env=test, whose variant did not change: %s at %s, want t1 at %s", tag, ver, testVer)
+	}
+}
+
+// A bake survives a restart: the mark holds its start and length, and
+// the restarted server promotes the revision once a canary client ACKs
+// it; a canary NACK with abort-on-NACK has the server abort it.
+func TestStagedRevisionBakeAndAbortOnNack(t *testing.T) {
+	o := testorigin.Start(t)
+	o.Commit(store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "", "v1")}})
+	stage := stageBatch(o, "v2", "25%")
+	stage.Audit.Stage.Bake = store.Duration(time.Second)
+	o.Commit(stage)
+	staged := o.St.Rev()
+	o.Stop()
+	o.Start()
+	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	inIDs, outIDs := canaryNodes(1, 1)
+	in, out := follow(t, conn, inIDs[0]), follow(t, conn, outIDs[0])
+	waitTag(t, []*seen{in}, "v2")
+	waitTag(t, []*seen{out}, "v2") // promoted by the restarted server
+	rec, ok, err := store.RecordAt(context.Background(), o.St, staged+1)
+	if err != nil || !ok || rec.Audit.Stage == nil || rec.Audit.Stage.State != store.StatePromoted || !strings.Contains(rec.Audit.Stage.Reason, "bake of 1s passed") {
+		t.Fatalf("the revision after the staged one: %+v %v %v", rec.Audit, ok, err)
+	}
+
+	// Abort on NACK: the canary NACKs v3, the server aborts it.
+	stage = stageBatch(o, "v3", "25%")
+	stage.Audit.Stage.AbortOnNack = true
+	o.Commit(stage)
+	staged = o.St.Rev()
+	var r *discoveryv3.DiscoveryResponse
+	testutil.Eventually(t, "the canary to be sent v3", func() bool {
+		select {
+		case r = <-in.c.Resps:
+			var cl clusterv3.Cluster
+			if len(r.Resources) == 1 && proto.Unmarshal(r.Resources[0].Value, &cl) == nil && cl.AltStatName == "v3" {
+				return true
+			}
+			in.c.Ack(r, "c")
+			return false
+		default:
+			return false
+		}
+	})
+	in.c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "v3 refused"}})
+	testutil.Eventually(t, "the server to abort the NACKed revision", func() bool { return o.St.Rev() > staged })
+	in.tags = nil
+	waitTag(t, []*seen{in}, "v2")
+	rec, ok, err = store.RecordAt(context.Background(), o.St, staged+1)
+	if err != nil || !ok || rec.Audit.Stage == nil || rec.Audit.Stage.State != store.StateAborted || !strings.Contains(rec.Audit.Stage.Reason, "v3 refused") {
+		t.Fatalf("the revision after the NACKed one: %+v %v %v", rec.Audit, ok, err)
+	}
+	for _, tag := range out.tags {
+		if tag == "v3" {
+			t.Errorf("outside the canary, sent the aborted v3: %v", out.tags)
+		}
 	}
 }
