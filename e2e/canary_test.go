@@ -193,3 +193,39 @@ func TestCanaryGRPC(t *testing.T) {
 		t.Errorf("an apply after the abort: exit %d\n%s", code, out)
 	}
 }
+
+// Through a relay: a param= canary reaches through it (the relay asks
+// upstream with its clients' parameters), while N% would choose the relay
+// as a whole (its own node id).
+func TestCanaryThroughRelay(t *testing.T) {
+	x := startXdsd(t)
+	dir := t.TempDir()
+	cds := func(tag string) string {
+		return "name: c\nconstraints: env=prod\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  alt_stat_name: " + tag + "\n" +
+			"---\nname: c\nconstraints: env=test\nresource:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  alt_stat_name: " + tag + "\n"
+	}
+	x.apply(t, cds("v1"))
+	r := startRelay(t, x.xds)
+	get := func(env string) string {
+		code, out, errOut := runXdsd(t, "get", "--server", r.xds, "--param", "env="+env, "cds", "c")
+		if code != 0 {
+			t.Fatalf("xdsd get --param env=%s through the relay: exit %d\n%s", env, code, errOut)
+		}
+		return out
+	}
+	if !strings.Contains(get("prod"), "v1") || !strings.Contains(get("test"), "v1") {
+		t.Fatal("before the canary")
+	}
+	if code, out, errOut := runXdsd(t, "apply", "--admin", x.admin, "--client", "none", "--canary", "env=prod", "-f", writeTemp(t, dir, "c.yaml", cds("v2"))); code != 0 {
+		t.Fatalf("apply --canary env=prod: exit %d\n%s%s", code, out, errOut)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(get("prod"), "v2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("through the relay, env=prod never got the staged v2:\n%s", get("prod"))
+		}
+	}
+	if out := get("test"); !strings.Contains(out, "v1") {
+		t.Errorf("through the relay, env=test (outside the canary):\n%s", out)
+	}
+}
