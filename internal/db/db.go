@@ -264,8 +264,8 @@ func (d *DB) Update(u Update) {
 	} else {
 		d.rev++
 	}
-	if u.Reset {
-		keep := map[resource.Key]bool{}
+	if u.Reset && len(d.tables) > 0 {
+		keep := make(map[resource.Key]bool, len(u.Puts))
 		for _, v := range u.Puts {
 			keep[v.Key()] = true
 		}
@@ -279,7 +279,9 @@ func (d *DB) Update(u Update) {
 			}
 		}
 	}
-	touched := map[*entry]*table{}
+	// Sized for the update: a server's load of a million variants spent a
+	// fifth of its db time growing this map.
+	touched := make(map[*entry]*table, len(u.Puts)+len(u.Deletes)+len(u.ResourceDeletes))
 	for _, k := range u.Deletes {
 		t := d.tables[k.Type]
 		if t == nil {
@@ -305,6 +307,17 @@ func (d *DB) Update(u Update) {
 		if e := t.entries[r.Name]; e != nil && len(e.variants) > 0 {
 			e.variants = nil
 			touched[e] = t
+		}
+	}
+	if len(d.tables) == 0 && len(u.Puts) > 1024 {
+		// A first load: each table's entries sized at once, not grown
+		// (rehashed) step by step to a million.
+		counts := map[string]int{}
+		for _, v := range u.Puts {
+			counts[v.Type.URL]++
+		}
+		for url, n := range counts {
+			d.table(url).entries = make(map[string]*entry, n)
 		}
 	}
 	for _, v := range u.Puts {
