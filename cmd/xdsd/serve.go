@@ -67,7 +67,7 @@ func openStoreFor(ctx context.Context, spec string, ef etcdFlags, history int, l
 		if arg == "" {
 			return nil, usagef("--store bolt: needs a path, e.g. bolt:./xdsd.db")
 		}
-		return bolt.Open(arg, bolt.Options{History: history})
+		return bolt.Open(arg, bolt.Options{History: history, Preload: !repair}) // (a server loads what Open read)
 	case "mem":
 		return mem.NewWithHistory(history), nil
 	case "etcd":

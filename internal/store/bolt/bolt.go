@@ -72,6 +72,13 @@ type Options struct {
 	// PageSize is the page size of a new file (DefaultPageSize when
 	// zero; at most 64 KiB); a file keeps the page size it was made with.
 	PageSize int
+	// Preload keeps the current variants that Open decodes to check the
+	// file for the first Changes from the start (a server loading its
+	// state), which then need not read and check them a second time: a
+	// restart on a million variants read them twice. Without it, Open
+	// keeps nothing (a command that opens the file for something else
+	// would hold them for nothing).
+	Preload bool
 }
 
 // DefaultPageSize is Options.PageSize when it is zero. bbolt writes a
@@ -97,6 +104,9 @@ type Store struct {
 	last   store.ChangeSet // what the last Apply changed, at rev
 	notify store.Notifier
 	closed bool
+	// loaded is what Open decoded, for the first Changes from the start
+	// (Options.Preload); nil once taken.
+	loaded *store.ChangeSet
 }
 
 // Open opens or creates the store file at path.
@@ -148,14 +158,18 @@ func Open(path string, opts Options) (*Store, error) {
 	// refused here, with what is wrong, rather than crash the process or
 	// serve altered data later. (bbolt's Tx.Check walks the file on a
 	// goroutine of its own, where a fault could not be caught.)
-	if err := guard(func() error { return walk(db, path) }); err != nil {
+	var loaded *store.ChangeSet
+	if opts.Preload {
+		loaded = &store.ChangeSet{Reset: true}
+	}
+	if err := guard(func() error { return walk(db, path, loaded) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: damaged: %w (restore a backup)", path, err)
 	}
 	if opts.PrewriteBytes == 0 {
 		opts.PrewriteBytes = DefaultPrewriteBytes
 	}
-	s := &Store{db: db, history: opts.History, prewriteBytes: max(opts.PrewriteBytes, 0)}
+	s := &Store{db: db, history: opts.History, prewriteBytes: max(opts.PrewriteBytes, 0), loaded: loaded}
 	err = guard(func() error { return db.Update(s.initTx) })
 	if err != nil {
 		db.Close()

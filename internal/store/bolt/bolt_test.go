@@ -678,3 +678,72 @@ func TestPrewrittenAsRead(t *testing.T) {
 		t.Errorf("Verify: %v (a prewritten body left over?)", err)
 	}
 }
+
+// With Preload, the first load from the start is what Open read, the
+// same as a load without it (TTLs, versions and content included); a
+// batch applied before it is loaded from the file instead, and a second
+// load reads the file too.
+func TestPreloadServesTheFirstLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xdsd.db")
+	s := open(t, path)
+	ctx := context.Background()
+	for i := range 3 {
+		c := storetest.Cluster(fmt.Sprintf("c%d", i), "", "x")
+		c.TTL = time.Duration(i+1) * time.Second
+		if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{c, storetest.Route("r", "env=prod", strconv.Itoa(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.Changes(ctx, store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	same := func(what string, got store.ChangeSet) {
+		t.Helper()
+		if got.Rev != want.Rev || !got.Reset || len(got.Puts) != len(want.Puts) {
+			t.Fatalf("%s: rev %d reset %v, %d variants; want rev %d, %d", what, got.Rev, got.Reset, len(got.Puts), want.Rev, len(want.Puts))
+		}
+		for i, v := range got.Puts {
+			w := want.Puts[i]
+			if v.Key() != w.Key() || v.Version != w.Version || v.TTL != w.TTL || !v.SameContent(w) {
+				t.Errorf("%s: variant %d: %v@%s, want %v@%s", what, i, v.Key(), v.Version, w.Key(), w.Version)
+			}
+		}
+	}
+	s, err = bolt.Open(path, bolt.Options{Preload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Changes(ctx, store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("the first load", first)
+	again, err := s.Changes(ctx, store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("the second load", again)
+	if &first.Puts[0] == &again.Puts[0] {
+		t.Error("the second load is what Open read: it should read the file")
+	}
+	s.Close()
+
+	// A batch between Open and the first load: the load reads the file.
+	s, err = bolt.Open(path, bolt.Options{Preload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Apply(ctx, store.Batch{Puts: []*resource.Variant{storetest.Cluster("c9", "", "y")}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Changes(ctx, store.FromStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Rev != want.Rev+1 || len(cs.Puts) != len(want.Puts)+1 {
+		t.Errorf("after a batch: rev %d, %d variants; want %d, %d", cs.Rev, len(cs.Puts), want.Rev+1, len(want.Puts)+1)
+	}
+}

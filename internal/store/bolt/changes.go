@@ -15,7 +15,10 @@ import (
 // Changes implements store.Store.
 func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, error) {
 	s.mu.Lock()
-	closed, last := s.closed, s.last
+	closed, last, loaded := s.closed, s.last, s.loaded
+	if since == store.FromStart {
+		s.loaded = nil // taken by the first load, whether it fits or not
+	}
 	s.mu.Unlock()
 	if closed {
 		return store.ChangeSet{}, store.ErrClosed
@@ -33,6 +36,11 @@ func (s *Store) Changes(ctx context.Context, since int64) (store.ChangeSet, erro
 			rev := int64(getU64(meta.Get(keyRev)))
 			compacted := int64(getU64(meta.Get(keyCompact)))
 			if since < 0 || since < compacted || since > rev {
+				if since == store.FromStart && loaded != nil && loaded.Rev == rev {
+					// What Open decoded and checked, at this revision.
+					cs = *loaded
+					return nil
+				}
 				cs = store.ChangeSet{Rev: rev, Reset: true}
 				return res.ForEach(func(k, v []byte) error {
 					key, err := splitKey(k)

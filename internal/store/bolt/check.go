@@ -81,8 +81,9 @@ func checkMetaPages(path string) error {
 }
 
 // walk checks the file is as long as its meta page says, and reads every
-// key and value of every bucket.
-func walk(db *bbolt.DB, path string) error {
+// key and value of every bucket. With loaded, it keeps there the current
+// variants it decoded, at the file's revision.
+func walk(db *bbolt.DB, path string, loaded *store.ChangeSet) error {
 	return db.View(func(tx *bbolt.Tx) error {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -107,6 +108,9 @@ func walk(db *bbolt.DB, path string) error {
 		}
 		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return visit(b, 0) }); err != nil {
 			return err
+		}
+		if m := tx.Bucket(bucketMeta); loaded != nil && m != nil {
+			loaded.Rev = int64(getU64(m.Get(keyRev)))
 		}
 		// Every stored variant, current or kept for history, decodes and
 		// passes its checksum, and so does every revision record.
@@ -149,7 +153,10 @@ func walk(db *bbolt.DB, path string) error {
 				if err != nil {
 					return err
 				}
-				_, err = getVariant(bodies, key, k, v)
+				vr, err := getVariant(bodies, key, k, v)
+				if loaded != nil && err == nil {
+					loaded.Puts = append(loaded.Puts, vr)
+				}
 				return err
 			})
 			if err != nil {
