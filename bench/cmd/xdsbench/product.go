@@ -41,6 +41,7 @@ func (b *bench) xdsdBin() (string, error) {
 
 // proc is a running xdsd serve or relay.
 type proc struct {
+	bin         string // the xdsd binary it runs
 	name        string
 	cmd         *exec.Cmd
 	xds, admin  string
@@ -65,7 +66,13 @@ func (b *bench) startXdsd(name string, args ...string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, exited: make(chan struct{}), logPath: filepath.Join(b.dir, name+".log"), stderrLines: make(chan struct{})}
+	return b.startXdsdBin(bin, name, args...)
+}
+
+// startXdsdBin is startXdsd with another build of xdsd (an older one, to
+// compare with): the one p's applies are made with too.
+func (b *bench) startXdsdBin(bin, name string, args ...string) (*proc, error) {
+	p := &proc{bin: bin, name: name, exited: make(chan struct{}), logPath: filepath.Join(b.dir, name+".log"), stderrLines: make(chan struct{})}
 	logf, err := os.Create(p.logPath)
 	if err != nil {
 		return nil, err
@@ -145,15 +152,11 @@ func (p *proc) stop() {
 // apply runs `xdsd apply` of file against p, as a user would, and returns
 // its wall time.
 func (b *bench) apply(p *proc, file string) (time.Duration, error) {
-	bin, err := b.xdsdBin()
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.Command(bin, append(append([]string{"apply"}, p.adminArgs...), "-f", file)...)
+	cmd := exec.Command(p.bin, append(append([]string{"apply"}, p.adminArgs...), "-f", file)...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	took := time.Since(start)
 	if err != nil {
 		return took, fmt.Errorf("xdsd apply -f %s to %s: %v: %s", filepath.Base(file), p.name, err, strings.TrimSpace(out.String()))

@@ -128,11 +128,37 @@ func (b *bench) runH(w io.Writer) []error {
 	}
 	e := controlArm("embedded xdsd on bolt", emb)
 	arms := []*arm{s, e}
-	defer closeArms(arms)
-	for _, c := range []struct {
+	defer func() { closeArms(arms) }()
+	conns := []struct {
 		a    *arm
 		addr string
-	}{{s, serve.xds}, {e, emb.xds}} {
+	}{{s, serve.xds}, {e, emb.xds}}
+	if before := os.Getenv("XDSBENCH_XDSD_BEFORE"); before != "" {
+		// Another build of xdsd (a fix's parent) takes the same rounds by
+		// turns: a before-and-after from the same minutes.
+		old, err := b.startXdsdBin(before, "serve-h-before", append([]string{"serve", "--store", "bolt:" + filepath.Join(b.dir, "serve-h-before.db")}, loopback...)...)
+		if err != nil {
+			return b.failed(w, title, err)
+		}
+		defer old.stop()
+		setup, err := b.writeFile("serve-h-before-setup.yaml", clustersYAML(names, "initial"))
+		if err == nil {
+			_, err = b.apply(old, setup)
+		}
+		if err != nil {
+			return b.failed(w, title, err)
+		}
+		o, err := b.serveArm("xdsd serve + xdsd apply, "+filepath.Base(before), old, names[0], 0, b.rounds)
+		if err != nil {
+			return b.failed(w, title, err)
+		}
+		arms = append(arms, o)
+		conns = append(conns, struct {
+			a    *arm
+			addr string
+		}{o, old.xds})
+	}
+	for _, c := range conns {
 		if err := b.connectArm(c.a, control.Command{Addr: c.addr, Streams: streams, Names: names}); err != nil {
 			return b.failed(w, title, err)
 		}
@@ -440,6 +466,7 @@ func (b *bench) runTiers(w io.Writer) []error {
 	fmt.Fprintf(w, "## %s\n\n", title)
 	fmt.Fprintf(w, "Load average (1 min) at the start and the end of the rounds: %s, %s. ", load, loadAvg())
 	fmt.Fprint(w, "Every server is the `xdsd` binary with default flags (relays: `xdsd relay --upstream ADDR --node-id NAME`, delta upstream); the origin is `xdsd serve` on bolt, changed by `xdsd apply`. The two trees are up together and take the rounds by turns. Median (min–max).")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| streams at the leaves | origin's clients | every leaf stream holds the change (ms) | p50 (ms) | `xdsd apply` wall (ms) | origin CPU per change (ms) | all relays' CPU per change (ms) | missing |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
