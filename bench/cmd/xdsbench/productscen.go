@@ -325,7 +325,7 @@ func (b *bench) runApplyWall(w io.Writer) []error {
 	fmt.Fprintf(w, "## %s\n\n", title)
 	fmt.Fprintf(w, "Two `xdsd serve` (bolt, default flags) take the same one-cluster applies by turns: one with no streams, one with the streams of each phase. This machine held %d idle streams with the server at %.0f MiB RSS and the load generator at %.0f MiB. Load average (1 min) at the start and the end: %s, %s.\n\n",
 		idle, float64(rss)/(1<<20), float64(lgRSS)/(1<<20), load, loadAvg())
-	fmt.Fprintln(w, "| phase | `xdsd apply` wall, no streams (ms) | `xdsd apply` wall, with the streams (ms) | more than with none (ms, median of the rounds' differences) | target | verdict | all subscribed streams hold it (ms) | server CPU per change (ms) |")
+	fmt.Fprintln(w, "| phase | `xdsd apply` wall, no streams (ms) | `xdsd apply` wall, with the streams (ms) | more than with none (ms, median of the rounds' differences) | target | verdict | all subscribed streams hold it (ms) | server CPU per change, no streams / with them (ms) |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---|---|---:|---:|")
 	for _, p := range [][2]*arm{{a1, l1}, {a2, l2}, {a3, l3}} {
 		a, l := p[0], p[1]
@@ -345,7 +345,7 @@ func (b *bench) runApplyWall(w io.Writer) []error {
 			target, ok = "(0.96 s before the fleet index)", "–"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.name, spread(a.wall, "%.1f"), spread(l.wall, "%.1f"),
-			spread(diff, "%.1f"), target, ok, spread(l.all, "%.1f"), spread(l.cpuMS, "%.1f"))
+			spread(diff, "%.1f"), target, ok, spread(l.all, "%.1f"), spread(a.cpuMS, "%.1f")+" / "+spread(l.cpuMS, "%.1f"))
 	}
 	fmt.Fprintln(w)
 	return append(armErrs("apply", []*arm{a1, l1, a2, l2, a3, l3}), armErrs("apply", all)...)
