@@ -48,7 +48,7 @@ func startServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string) {
 func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string, stop func()) {
 	t.Helper()
 	// The admin read timeout is the default's five times: under -race on
-	// two busy cores a large test batch (TestApplyLargeBatch) took more
+	// two busy cores a large test batch (20,000 clusters) took more
 	// than the default 2 minutes to send, and what these tests measure is
 	// not that timeout.
 	f := serveFlags{daemonFlags: daemonFlags{xdsAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", logLevel: "error",

@@ -50,7 +50,7 @@
 //
 // Measured by bench/scripts/large-apply.sh (BENCHMARKS.md, "Large
 // batches": time, and the server's growth against the input) and held
-// by TestApplyLargeBatch (cmd/xdsd: the live heap stays under twice the
+// by TestApplyLargeBatchBudget (cmd/xdsd: the live heap stays under twice the
 // input). Still paying for itself on 2026-11-27, 20,000 clusters, four
 // interleaved runs each: with it the server's anonymous memory grew by
 // 1.36-1.55 times the input, without it by 2.02-2.22 times; without it
