@@ -207,10 +207,8 @@ func TestWriterKilledMidApply(t *testing.T) {
 // crashBatchSize is the size of the killed writers' batches: large enough to
 // be prewritten in several etcd requests (chunks of 1 MiB, about 6,000 of
 // these variants each) and copied in hundreds (120 operations each), so
-// that each crash point falls inside the write; smaller than bigBatch,
-// which the test's 5 rounds and 6 full reloads would pay for several
-// times over (205 s alone, 293 s under load, against 10 minutes for the
-// package).
+// that each crash point falls inside the write: bigBatch's size (the
+// test's 5 rounds and 6 full reloads pay for it several times over).
 func crashBatchSize() int {
 	if testing.Short() {
 		return bigBatch()
