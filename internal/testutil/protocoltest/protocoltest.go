@@ -21,11 +21,15 @@ import (
 
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
 
-// Wait bounds every wait.
-const Wait = 10 * time.Second
+// Wait bounds every wait: testutil.Wait, generous on purpose. Every wait
+// is for a response that is on its way, so the deadline only turns a hang
+// into a failure; 10 s was reached under load (a delta request of 99,000
+// names answered under -race beside a full test run).
+const Wait = testutil.Wait
 
 // Node builds a node with string metadata and client features.
 func Node(id string, meta map[string]string, features ...string) *corev3.Node {

@@ -21,11 +21,13 @@ import (
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/bolt"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
 
-// Wait bounds every wait of this package.
-const Wait = 10 * time.Second
+// Wait bounds every wait of this package: testutil.Wait, generous on
+// purpose, since every wait is for something on its way.
+const Wait = testutil.Wait
 
 // Quiet is a logger that discards everything.
 var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
