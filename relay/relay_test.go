@@ -134,8 +134,17 @@ func TestOneUpstreamSubscriptionForMany(t *testing.T) {
 	if got := len(rl.r.Streams()); got != n {
 		t.Errorf("relay serves %d downstream streams, want %d", got, n)
 	}
-	hits := promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_hits_total"))
-	misses := promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_misses_total"))
+	// A subscription is counted (db.Hooks.Subscribed) after it is in the
+	// db, where the upstream's answer may reach it first: a stream can
+	// have its response before its hit or miss is counted. So the count
+	// is waited for, then checked.
+	var hits, misses float64
+	counted := func() bool {
+		hits = promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_hits_total"))
+		misses = promtest.ToFloat64(relayCounter(t, rl, "xdsd_relay_cache_misses_total"))
+		return hits+misses >= n
+	}
+	testutil.Eventually(t, fmt.Sprintf("%d subscriptions counted as cache hits or misses", n), counted)
 	if hits+misses != n || misses < 1 {
 		t.Errorf("cache hits %v misses %v", hits, misses)
 	}
