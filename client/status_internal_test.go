@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
@@ -60,7 +61,7 @@ func TestCollectionCancelLeavesNoMembers(t *testing.T) {
 			if e.Kind != Updated || e.Name != w.member {
 				t.Fatalf("%s: %v %s", w.name, e.Kind, e.Name)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testutil.Wait):
 			t.Fatalf("%s: no event", w.name)
 		}
 		<-cancel()
@@ -94,7 +95,7 @@ func TestRedirectToUnknownAuthorityLeavesNoStatus(t *testing.T) {
 		if e.Kind != Errored {
 			t.Fatalf("%v %v", e.Kind, e.Err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		t.Fatal("no event")
 	}
 	<-cancel()

@@ -75,7 +75,7 @@ func expectKind(t *testing.T, got chan Event, k EventKind) {
 		if e.Kind != k {
 			t.Fatalf("event %v, want %v", e.Kind, k)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		t.Fatalf("no event, want %v", k)
 	}
 }

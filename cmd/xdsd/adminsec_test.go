@@ -60,7 +60,7 @@ func serveLogged(t *testing.T, f serveFlags) (xds, adm string, logs *syncBuffer)
 	case err := <-done:
 		done <- err
 		t.Fatalf("serve returned before it was ready: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		t.Fatal("serve did not start")
 	}
 	return "", "", nil

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -57,7 +58,7 @@ func TestGetPrintsEachNameOnceInItsLatestState(t *testing.T) {
 		// Once get has a, and while it waits on "nope", a changes.
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(testutil.Wait)
 		for {
 			acked, err := getAcked(adm, resource.ForURL(resource.RouteURL))
 			if err != nil || acked {

@@ -17,6 +17,7 @@ import (
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/inspect"
 	"github.com/xdsd/xdsd/internal/store"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -98,7 +99,7 @@ func TestWatch(t *testing.T) {
 		select {
 		case r := <-got:
 			return r
-		case <-time.After(10 * time.Second):
+		case <-time.After(testutil.Wait):
 			t.Fatal("no output")
 		}
 		return inspect.Result{}
@@ -291,7 +292,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func (s *syncBuffer) await(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testutil.Wait)
 	for {
 		s.mu.Lock()
 		got := s.b.String()

@@ -142,7 +142,7 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 		return a.x, a.a, stop
 	case <-done:
 		t.Fatal("serve returned before it was ready") // stop reports its error
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		t.Fatal("serve did not start")
 	}
 	return "", "", nil

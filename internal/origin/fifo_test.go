@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/store/mem"
+	"github.com/xdsd/xdsd/internal/testutil"
 )
 
 // A FIFO named *.yaml in a watched directory is reported, naming it, and
@@ -41,7 +42,7 @@ func TestDirWatcherFIFO(t *testing.T) {
 		select {
 		case r := <-done:
 			return r
-		case <-time.After(10 * time.Second):
+		case <-time.After(testutil.Wait):
 			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 				f.Close()
 			}

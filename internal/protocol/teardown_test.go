@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/storetest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -86,7 +87,7 @@ func TestNoSubscriptionOutlivesItsStream(t *testing.T) {
 	ss.reqs <- req("a") // answered; the send fails and the stream ends
 	select {
 	case <-served:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		t.Fatal("the stream did not end when its send failed")
 	}
 	ss.reqs <- req("b") // read by the receiving side after the stream ended

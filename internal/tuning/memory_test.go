@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/xdsd/xdsd/internal/testutil"
 )
 
 // While applies run, GOGC follows what they read (readGCPercent), or is
@@ -126,7 +128,7 @@ func TestGOGCFollowsCollections(t *testing.T) {
 	runtime.GC()
 	select {
 	case <-collected:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		t.Fatal("no call after the collection")
 	}
 	if got := debug.SetGCPercent(100); got != checkGCPercent {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xdsd/xdsd/internal/testutil"
 )
 
 // A FIFO named *.yaml in a directory is an error naming it, not a reader
@@ -34,7 +36,7 @@ func TestLoadDirWithFIFO(t *testing.T) {
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Wait):
 		// Unblock the reader, so the test ends either way.
 		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 			w.Close()
