@@ -106,6 +106,10 @@ func waitStaged(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) 
 		fmt.Fprintf(w, "revision %d aborted by revision %d (%s): the canary clients are back on the previous variants\n", rev, st.ClosedBy, by)
 		if e, ok := nackOf(rep); ok {
 			fmt.Fprintf(w, "NACK by %s (%s) of version %s: %s\n", e.Node, describeGroup(e), e.Version, e.Error)
+		} else if st.Reason != "" {
+			// (The canary has ACKed the abort since: the server's record
+			// of why it aborted names the NACK.)
+			fmt.Fprintln(w, st.Reason)
 		}
 		return exitError{exitNacked, fmt.Sprintf("revision %d was NACKed and aborted", rev)}
 	case store.StateStaged:

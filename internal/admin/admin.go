@@ -576,6 +576,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		b.batch.Audit.Via = "apply --canary " + stage.Canary
 		b.batch.Audit.Stage = stage
 		b.batch.IfRev = at
+		store.MarkStage(&b.batch)
 	}
 	b.batch.Owned = true // (decoded for this apply: nothing else holds its variants)
 	gc.Storing()

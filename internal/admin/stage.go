@@ -70,6 +70,9 @@ func (a *api) stagedNow(ctx context.Context) (rec store.Revision, staged bool, a
 	if c != nil && c.at == cur {
 		return c.rec, c.staged, c.at, nil
 	}
+	if maybe, err := store.MaybeStaged(ctx, a.o.Store, cur); err != nil || !maybe {
+		return store.Revision{}, false, cur, err
+	}
 	l, err := a.o.Store.Revisions(ctx, store.HistoryQuery{Limit: 1})
 	if err != nil {
 		return store.Revision{}, false, 0, err

@@ -34,6 +34,10 @@ const stagePoll = 200 * time.Millisecond
 // rev's record marks it staged. It keeps the same *db.Stage while the
 // staged revision stays the same.
 func (s *Server) stageAt(ctx context.Context, rev int64) *db.Stage {
+	if maybe, err := store.MaybeStaged(ctx, s.store, rev); err == nil && !maybe {
+		s.setStaged(nil, store.Revision{})
+		return nil
+	}
 	rec, ok, err := store.RecordAt(ctx, s.store, rev)
 	if err != nil {
 		s.log.Error("reading the record of a revision to tell whether it is staged", "revision", rev, "error", err)
@@ -128,7 +132,7 @@ func (s *Server) judgeStage(ctx context.Context, rec store.Revision) bool {
 	rep := s.stageReport(rec)
 	if rep.Nacked > 0 && st.AbortOnNack {
 		e := firstNack(rep)
-		why := fmt.Sprintf("NACK by node %q (%s) of %s: %s", e.Node, group(e), e.Version, e.Error)
+		why := fmt.Sprintf("NACK by %s (%s) of version %s: %s", e.Node, group(e), e.Version, e.Error)
 		return s.closeStage(ctx, rec, store.StateAborted, why)
 	}
 	if st.Bake <= 0 || time.Now().Before(rec.Time.Add(time.Duration(st.Bake))) {

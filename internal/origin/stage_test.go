@@ -90,8 +90,10 @@ func waitTag(t *testing.T, ss []*seen, tag string) {
 }
 
 func stageBatch(o *testorigin.Origin, tag, spec string) store.Batch {
-	return store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "", tag)}, IfRev: o.St.Rev(),
+	b := store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "", tag)}, IfRev: o.St.Rev(),
 		Audit: store.Audit{Via: "apply --canary " + spec, Stage: &store.Stage{State: store.StateStaged, Canary: spec}}}
+	store.MarkStage(&b)
+	return b
 }
 
 // A revision staged for 25% reaches only the streams whose node ids are
@@ -225,8 +227,10 @@ func TestStagedRevisionByParams(t *testing.T) {
 	waitTag(t, []*seen{eu, us}, "p1")
 	waitTag(t, []*seen{test}, "t1")
 	_, testVer := test.last()
-	o.Commit(store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "env=prod", "p2"), storetest.Cluster("c", "env=test", "t1")}, IfRev: o.St.Rev(),
-		Audit: store.Audit{Stage: &store.Stage{State: store.StateStaged, Canary: "env=prod,region=eu"}}})
+	b := store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "env=prod", "p2"), storetest.Cluster("c", "env=test", "t1")}, IfRev: o.St.Rev(),
+		Audit: store.Audit{Stage: &store.Stage{State: store.StateStaged, Canary: "env=prod,region=eu"}}}
+	store.MarkStage(&b)
+	o.Commit(b)
 	waitTag(t, []*seen{eu}, "p2")
 	if tag, _ := us.last(); tag != "p1" {
 		t.Errorf("env=prod region=us, outside the canary: %s", tag)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/xdsd/xdsd/resource"
@@ -21,6 +22,43 @@ import (
 // store's latest and its record says so (nothing else may commit on top
 // of a staged revision but its promote or abort, which the admin API
 // enforces).
+
+// StageMetaKey is the metadata key (Batch.Meta) that every batch which
+// stages, promotes or aborts a revision sets to the revision it makes
+// (each applies with IfRev, so it knows it). A reader tells from it,
+// without reading a record, that no revision it has not seen is staged:
+// the record of a revision of 100,000 changes is megabytes of JSON,
+// read once per revision otherwise.
+const StageMetaKey = "xdsd/stage"
+
+// StageMark returns the revision StageMetaKey holds (0 for none).
+func StageMark(ctx context.Context, s Store) (int64, error) {
+	b, err := s.Meta(ctx, StageMetaKey)
+	if err != nil || len(b) == 0 {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("damaged metadata %q: %q is not a revision", StageMetaKey, b)
+	}
+	return n, nil
+}
+
+// MarkStage sets b's StageMetaKey to the revision b makes (IfRev+1).
+func MarkStage(b *Batch) {
+	if b.Meta == nil {
+		b.Meta = map[string][]byte{}
+	}
+	b.Meta[StageMetaKey] = []byte(strconv.FormatInt(b.IfRev+1, 10))
+}
+
+// MaybeStaged reports whether revision rev may be staged, from the mark
+// alone: only a revision that set the mark can be, and a mark past rev
+// (a reader behind the store) cannot tell.
+func MaybeStaged(ctx context.Context, s Store, rev int64) (bool, error) {
+	m, err := StageMark(ctx, s)
+	return m != 0 && m >= rev, err
+}
 
 // The states of a Stage.
 const (
@@ -71,6 +109,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // when no revision is staged: the latest revision's record, when its
 // Stage says staged.
 func Staged(ctx context.Context, s Store) (Revision, bool, error) {
+	if maybe, err := MaybeStaged(ctx, s, s.Rev()); err != nil || !maybe {
+		return Revision{}, false, err
+	}
 	l, err := s.Revisions(ctx, HistoryQuery{Limit: 1})
 	if err != nil {
 		return Revision{}, false, err
@@ -169,6 +210,7 @@ func PromoteBatch(ctx context.Context, s Store, rec Revision, a Audit) (Batch, e
 	if len(b.Puts) == 0 {
 		return Batch{}, fmt.Errorf("staged revision %d only deleted resources: there is nothing to promote; abort it, or delete them without --canary", rec.Rev)
 	}
+	MarkStage(&b)
 	return b, nil
 }
 
@@ -193,5 +235,6 @@ func AbortBatch(ctx context.Context, s Store, rec Revision, a Audit) (Batch, err
 	}
 	b := StateBatch(ov, nv)
 	b.IfRev, b.Audit = rec.Rev, a
+	MarkStage(&b)
 	return b, nil
 }

@@ -23,8 +23,13 @@ func testStage(t *testing.T, s store.Store) {
 		t.Fatalf("before any stage: staged %v, %v", ok, err)
 	}
 	mark := &store.Stage{State: store.StateStaged, Canary: "25%", Bake: store.Duration(5 * time.Minute), AbortOnNack: true}
-	r := apply(t, s, store.Batch{Puts: []*resource.Variant{Cluster("a", "", "2"), Route("r", "env=prod", "p2"), Route("r", "env=dev", "d1")},
-		Audit: store.Audit{Who: "alice", Via: "apply --canary 25%", Stage: mark}, IfRev: 1})
+	b := store.Batch{Puts: []*resource.Variant{Cluster("a", "", "2"), Route("r", "env=prod", "p2"), Route("r", "env=dev", "d1")},
+		Audit: store.Audit{Who: "alice", Via: "apply --canary 25%", Stage: mark}, IfRev: 1}
+	store.MarkStage(&b)
+	r := apply(t, s, b)
+	if m, err := store.StageMark(ctx, s); err != nil || m != r.Rev {
+		t.Fatalf("the stage mark: %d %v, want %d", m, err, r.Rev)
+	}
 	rec, ok, err := store.Staged(ctx, s)
 	if err != nil || !ok || rec.Rev != r.Rev || !reflect.DeepEqual(rec.Audit.Stage, mark) {
 		t.Fatalf("staged: %+v %v %v, want revision %d marked %+v", rec, ok, err, r.Rev, mark)
@@ -46,8 +51,10 @@ func testStage(t *testing.T, s store.Store) {
 			puts = append(puts, v)
 		}
 	}
-	p := apply(t, s, store.Batch{Puts: puts, Touch: touch, IfRev: r.Rev,
-		Audit: store.Audit{Via: "rollout promote 2", Stage: &store.Stage{State: store.StatePromoted, Of: r.Rev}}})
+	pb := store.Batch{Puts: puts, Touch: touch, IfRev: r.Rev,
+		Audit: store.Audit{Via: "rollout promote 2", Stage: &store.Stage{State: store.StatePromoted, Of: r.Rev}}}
+	store.MarkStage(&pb)
+	p := apply(t, s, pb)
 	if len(p.Puts) != len(touch) || p.Rev != r.Rev+1 {
 		t.Fatalf("promote: %+v, want the %d touched variants re-stamped at %d", p, len(touch), r.Rev+1)
 	}
