@@ -69,10 +69,13 @@ mkfifo "$dir/tick"
 ) &
 mpid=$!
 
+cpu() { awk '{print $14 + $15}' /proc/$spid/stat; } # user + system, in ticks
+cpu0=$(cpu)
 start=$(date +%s.%N)
 /usr/bin/time -f %M -o "$dir/apply.rss" "$xdsd" apply --admin "$admin" --client "$client" -f "$f" >"$dir/apply.out" 2>&1
 rc=$?
 end=$(date +%s.%N)
+cpu1=$(cpu)
 sleep 0.3
 hwm=$(kib VmHWM)
 sleep 3
@@ -81,10 +84,11 @@ size=$(stat -c %s "$f")
 n=$(head -1 "$dir/apply.out" | awk '{print $3}')
 
 echo "exit $rc: $(head -1 "$dir/apply.out")"
-awk -v s="$start" -v e="$end" -v n="$n" -v size="$size" -v arss="$(cat "$dir/apply.rss")" \
+awk -v s="$start" -v e="$end" -v n="$n" -v size="$size" -v arss="$(cat "$dir/apply.rss")" -v cpu=$(( cpu1 - cpu0 )) -v hz="$(getconf CLK_TCK)" \
 	-v before="$before" -v anonbefore="$anonbefore" -v hwm="$hwm" -v anon="$(cat "$dir/anon")" -v after="$after" -v db="$(stat -c %s "$dir/xdsd.db")" 'BEGIN {
 	t = e - s
 	printf "input %.0f MB, %.1f s, %.0f resources/s\n", size/1e6, t, n/t
+	printf "server CPU %.1f s: %.0f resources per CPU second\n", cpu/hz, n/(cpu/hz)
 	printf "xdsd apply peak RSS %.0f MiB\n", arss/1024
 	printf "server RSS before %.0f MiB, peak %.0f MiB (anonymous %.0f MiB), growth %.0f MiB = %.2fx the input, 3 s after %.0f MiB\n",
 		before/1024, hwm/1024, anon/1024, (hwm-before)/1024, (hwm-before)*1024/size, after/1024
