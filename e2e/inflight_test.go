@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// heapInuse reads the server's HeapInuse after a collection, from the
+// admin API's heap profile (its MemStats footer).
+func (p *proc) heapInuse(t *testing.T) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.admin + "/debug/pprof/heap?debug=1&gc=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`# HeapInuse = (\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no HeapInuse in the heap profile:\n%.500s", b)
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
+}
+
+// inflightAttack is one raw HTTP/2 connection that opens ADS streams and
+// sends on each most of a gRPC message it announces, never the rest: what
+// the server holds of requests still being read.
+type inflightAttack struct {
+	fr *http2.Framer
+	mu sync.Mutex
+	// wake is signalled when the peer grants window or a stream ends.
+	wake     *sync.Cond
+	connWin  int64
+	initWin  int64
+	win      map[uint32]int64
+	ended    map[uint32]string // stream → why it ended (RST code or grpc-status)
+	goaway   string
+	readErr  error
+	refused  int
+	settings bool
+}
+
+// runInflightAttack opens streams streams on one connection to addr and
+// sends each a gRPC length prefix announcing announce bytes, then send
+// bytes of it. It returns once every byte that could be sent was, or the
+// deadline passed, with the attack still holding the connection open.
+func runInflightAttack(t *testing.T, addr string, streams int, announce, send int64) (*inflightAttack, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	a := &inflightAttack{fr: http2.NewFramer(c, c), connWin: 65535, initWin: 65535, win: map[uint32]int64{}, ended: map[uint32]string{}}
+	a.wake = sync.NewCond(&a.mu)
+	a.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	// Our own receive window is large so that the server's answers never
+	// block on us.
+	if err := a.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	go a.read()
+
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	ids := make([]uint32, 0, streams)
+	for i := 0; i < streams; i++ {
+		id := uint32(2*i + 1)
+		hb.Reset()
+		for _, f := range [][2]string{
+			{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
+			{":path", "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"},
+			{"content-type", "application/grpc"}, {"te", "trailers"},
+		} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		a.mu.Lock()
+		a.win[id] = a.initWin
+		err := a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+		a.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	left := map[uint32]int64{}
+	prefix := make([]byte, 5)
+	binary.BigEndian.PutUint32(prefix[1:], uint32(announce))
+	for _, id := range ids {
+		left[id] = send + 5
+	}
+	chunk := make([]byte, 16384)
+	deadline := time.Now().Add(3 * time.Minute)
+	stop := time.AfterFunc(time.Until(deadline), func() { a.mu.Lock(); a.wake.Broadcast(); a.mu.Unlock() })
+	defer stop.Stop()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for len(left) > 0 && a.readErr == nil && a.goaway == "" && time.Now().Before(deadline) {
+		sent := false
+		for _, id := range ids {
+			n, ok := left[id]
+			if !ok {
+				continue
+			}
+			if _, done := a.ended[id]; done {
+				delete(left, id)
+				continue
+			}
+			m := min(n, int64(len(chunk)), a.win[id], a.connWin)
+			if m <= 0 {
+				continue
+			}
+			buf := chunk[:m]
+			if off := send + 5 - n; off < 5 {
+				// the length prefix first
+				copy(buf, prefix[off:])
+			}
+			if err := a.fr.WriteData(id, false, buf); err != nil {
+				t.Fatal(err)
+			}
+			a.win[id] -= m
+			a.connWin -= m
+			left[id] = n - m
+			if left[id] == 0 {
+				delete(left, id)
+			}
+			sent = true
+		}
+		if !sent {
+			a.wake.Wait()
+		}
+	}
+	return a, c
+}
+
+// read answers the server's SETTINGS and PINGs and keeps the send
+// windows.
+func (a *inflightAttack) read() {
+	for {
+		f, err := a.fr.ReadFrame()
+		a.mu.Lock()
+		if err != nil {
+			a.readErr = err
+			a.wake.Broadcast()
+			a.mu.Unlock()
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+					d := int64(v) - a.initWin
+					a.initWin = int64(v)
+					for id := range a.win {
+						a.win[id] += d
+					}
+				}
+				a.fr.WriteSettingsAck()
+				a.settings = true
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				a.connWin += int64(f.Increment)
+			} else {
+				a.win[f.StreamID] += int64(f.Increment)
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				a.fr.WritePing(true, f.Data)
+			}
+		case *http2.RSTStreamFrame:
+			a.ended[f.StreamID] = "RST_STREAM " + f.ErrCode.String()
+			if f.ErrCode == http2.ErrCodeRefusedStream {
+				a.refused++
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				a.ended[f.StreamID] = fmt.Sprintf("grpc-status %s: %s", headerValue(f, "grpc-status"), headerValue(f, "grpc-message"))
+			}
+		case *http2.GoAwayFrame:
+			a.goaway = f.ErrCode.String()
+		}
+		a.wake.Broadcast()
+		a.mu.Unlock()
+	}
+}
+
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, h := range f.Fields {
+		if h.Name == name {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// TestInflightRequestCost measures what one connection can make the server
+// hold in requests still being read: it opens as many ADS streams as the
+// server allows (XDSD_ATTACK_STREAMS, default 100) and sends on each all
+// but 64 KiB of the largest message allowed (XDSD_ATTACK_MSG, default
+// --max-msg-size's 16 MiB), never the rest. gRPC's flow control does not
+// stop it: a stream's window grows to the whole announced message once the
+// handler reads it, and the connection's is given back as data arrives. So
+// the bound is --max-streams-per-connection × --max-msg-size, which the
+// test checks the heap stays within. Heavy (1.6 GB through loopback and
+// into the server's heap at the defaults), so it runs only with
+// XDSD_ATTACK_COST=1.
+func TestInflightRequestCost(t *testing.T) {
+	if os.Getenv("XDSD_ATTACK_COST") == "" {
+		t.Skip("set XDSD_ATTACK_COST=1 to measure (heavy)")
+	}
+	streams, _ := strconv.Atoi(os.Getenv("XDSD_ATTACK_STREAMS"))
+	if streams == 0 {
+		streams = 100
+	}
+	msg, _ := strconv.ParseInt(os.Getenv("XDSD_ATTACK_MSG"), 10, 64)
+	var args []string
+	if msg == 0 {
+		msg = 16 << 20
+	} else {
+		args = append(args, "--max-msg-size", strconv.FormatInt(msg, 10))
+	}
+	p := startXdsd(t, args...)
+	before := p.heapInuse(t)
+	start := time.Now()
+	a, c := runInflightAttack(t, p.xds, streams, msg, msg-64<<10)
+	defer c.Close()
+	after := p.heapInuse(t)
+	a.mu.Lock()
+	ended := len(a.ended)
+	var why string
+	for _, w := range a.ended {
+		why = w
+		break
+	}
+	a.mu.Unlock()
+	t.Logf("%d streams, %d B announced, %d B sent each, in %v: heap in use %d MiB → %d MiB (+%d MiB); %d streams ended (%s), goaway %q",
+		streams, msg, msg-64<<10, time.Since(start).Round(time.Millisecond), before>>20, after>>20, (after-before)>>20, ended, why, a.goaway)
+	// What was sent, with a margin for gRPC's per-stream state and its
+	// buffers' rounding.
+	if limit := int64(streams)*msg*11/10 + 32<<20; after-before > limit {
+		t.Errorf("the server's heap grew by %d bytes, over %d streams × %d bytes and a margin (%d)", after-before, streams, msg, limit)
+	}
+}
