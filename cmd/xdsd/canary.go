@@ -33,7 +33,7 @@ type canaryFlags struct {
 
 func addCanaryFlags(fs *flag.FlagSet) canaryFlags {
 	return canaryFlags{
-		spec:           fs.String("canary", "", "stage the batch: only clients in the canary get it until `xdsd rollout promote|abort REV`: N% (by a hash of the node id), param=value[,…] (TP2 parameters) or node=GLOB"),
+		spec:           fs.String("canary", "", "stage the batch for the canary `SPEC`: only clients in it get it until xdsd rollout promote|abort REV; SPEC is N% (by a hash of the node id), param=value[,…] (TP2 parameters) or node=GLOB"),
 		bake:           fs.Duration("bake", 0, "with --canary: the server promotes the staged revision once this long has passed, if a canary client ACKed it and none NACKed it"),
 		rollbackOnNack: fs.Bool("rollback-on-nack", false, "with --wait: when a client the change concerns NACKs it, abort it (--canary, done by the server) or roll it back (done by this command); exit 3"),
 	}
