@@ -78,13 +78,8 @@ func (c canaryFlags) check(q url.Values, wait bool, waitTimeout time.Duration) e
 // aborts it, the canary has answered (when nothing will close it by
 // itself), or timeout passes; it prints the outcome.
 func waitStaged(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) error {
-	q := url.Values{"rev": {strconv.FormatInt(rev, 10)}, "wait": {timeout.String()}}
-	req, err := ac.request(http.MethodGet, "/v1/rollout?"+q.Encode(), nil)
+	rep, err := fetchRollout(ac, rev, timeout)
 	if err != nil {
-		return err
-	}
-	var rep rollout.Report
-	if err := ac.do(&http.Client{Timeout: timeout + 30*time.Second}, req, &rep); err != nil {
 		return err
 	}
 	st := rep.Stage

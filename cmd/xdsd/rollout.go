@@ -32,16 +32,25 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.msg }
 
+// fetchRollout asks the server for revision rev's rollout, letting it
+// wait up to timeout for every concerned client to answer (or, for a
+// staged revision, for it to be promoted or aborted).
+func fetchRollout(ac *adminClient, rev int64, timeout time.Duration) (rollout.Report, error) {
+	q := url.Values{"rev": {strconv.FormatInt(rev, 10)}, "wait": {timeout.String()}}
+	var rep rollout.Report
+	req, err := ac.request(http.MethodGet, "/v1/rollout?"+q.Encode(), nil)
+	if err != nil {
+		return rep, err
+	}
+	err = ac.do(&http.Client{Timeout: timeout + 30*time.Second}, req, &rep)
+	return rep, err
+}
+
 // waitRollout follows revision rev's rollout until every client it
 // concerns has answered or timeout passes, and prints a summary.
 func waitRollout(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) error {
-	q := url.Values{"rev": {strconv.FormatInt(rev, 10)}, "wait": {timeout.String()}}
-	req, err := ac.request(http.MethodGet, "/v1/rollout?"+q.Encode(), nil)
+	rep, err := fetchRollout(ac, rev, timeout)
 	if err != nil {
-		return err
-	}
-	var rep rollout.Report
-	if err := ac.do(&http.Client{Timeout: timeout + 30*time.Second}, req, &rep); err != nil {
 		return err
 	}
 	printRollout(w, rep, timeout)
