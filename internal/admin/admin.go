@@ -583,7 +583,12 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	read := time.Since(start)
 	batch := b.batch
 	b = nil // a large batch is the store's (and the server's) now
-	res, err := apply(r.Context(), batch)
+	var res store.Result
+	if stage != nil {
+		res, err = apply(r.Context(), batch)
+	} else {
+		res, err = a.applyUnstaged(r.Context(), batch, at, what, apply)
+	}
 	stored := time.Since(start) - read
 	if err != nil {
 		code := http.StatusInternalServerError
@@ -591,7 +596,8 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &be) {
 			code = http.StatusBadRequest
 		}
-		if errors.Is(err, store.ErrConflict) {
+		var se *StagedError
+		if errors.Is(err, store.ErrConflict) || errors.As(err, &se) {
 			code = http.StatusConflict
 		}
 		writeError(w, code, err)
@@ -780,7 +786,13 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
 	}
-	if a.refuseStaged(w, r, "delete") {
+	srec, staged, at, err := a.stagedNow(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if staged {
+		writeError(w, http.StatusConflict, &StagedError{Rev: srec.Rev, Canary: srec.Audit.Stage.Canary, What: "delete"})
 		return
 	}
 	if !a.watchGuard(w, r, store.Batch{Deletes: []store.Delete{d}}) {
@@ -791,8 +803,13 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := a.o.Store.Apply(r.Context(), batch)
+	res, err := a.applyUnstaged(r.Context(), batch, at, "delete", a.o.Store.Apply)
 	if err != nil {
+		var se *StagedError
+		if errors.As(err, &se) || errors.Is(err, store.ErrConflict) {
+			writeError(w, http.StatusConflict, err)
+			return
+		}
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}

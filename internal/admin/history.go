@@ -276,10 +276,18 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if a.refuseStaged(w, r, "rollback") {
+	// Computed at the revision at which no stage was seen, and applied
+	// only there (IfRev below): a canary apply committed meanwhile
+	// through another replica is never written over.
+	srec, staged, cur, err := a.stagedNow(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	cur := a.o.Store.Rev()
+	if staged {
+		writeError(w, http.StatusConflict, &StagedError{Rev: srec.Rev, Canary: srec.Audit.Stage.Canary, What: "rollback"})
+		return
+	}
 	// if_rev: roll back only if the store is still at that revision (apply
 	// --rollback-on-nack undoes its own revision, never a later one).
 	ifRev, err := intParam(r, "if_rev", 0)

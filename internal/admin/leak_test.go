@@ -4,6 +4,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain builds etcd (for the replica race test) before the -timeout
+// clock starts, then checks for leaked goroutines.
+func TestMain(m *testing.M) {
+	etcdtest.Prebuild()
+	goleak.VerifyTestMain(m)
+}

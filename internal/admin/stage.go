@@ -97,21 +97,6 @@ type stagedCache struct {
 	staged bool
 }
 
-// refuseStaged answers 409 when a revision is staged, naming it and the
-// rollout commands; it reports whether it did (or failed to tell).
-func (a *api) refuseStaged(w http.ResponseWriter, r *http.Request, what string) bool {
-	rec, staged, _, err := a.stagedNow(r.Context())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
-		return true
-	}
-	if !staged {
-		return false
-	}
-	writeError(w, http.StatusConflict, &StagedError{Rev: rec.Rev, Canary: rec.Audit.Stage.Canary, What: what})
-	return true
-}
-
 // StageResult answers a promote or abort.
 type StageResult struct {
 	ApplyResult
@@ -234,4 +219,44 @@ func (a *api) stagedRollout(ctx context.Context, rep rollout.Report) rollout.Rep
 	}
 	rep.Stage = st
 	return rep
+}
+
+// unstagedTries bounds how often a plain write whose revision moved on
+// is checked again and retried before it is answered 409.
+const unstagedTries = 3
+
+// applyUnstaged applies a plain write (apply, delete) that found no
+// staged revision at revision at, only while the store is still there
+// (store.Batch.IfRev), so that a canary apply committed meanwhile through
+// another replica is never written over: the check and the write are
+// one. When the store moved on, it reads the latest record again and,
+// when nothing is staged, retries at the new revision (so that plain
+// writes racing each other still succeed), up to unstagedTries times; a
+// staged revision that appeared is answered as a *StagedError. A batch
+// whose caller gave an IfRev is applied once, as it is. apply is the
+// first try's Apply (a prewrite's); retries use the store's.
+func (a *api) applyUnstaged(ctx context.Context, b store.Batch, at int64, what string, apply func(context.Context, store.Batch) (store.Result, error)) (store.Result, error) {
+	if b.IfRev > 0 || at <= 0 {
+		return apply(ctx, b)
+	}
+	for try := 1; ; try++ {
+		b.IfRev = at
+		res, err := apply(ctx, b)
+		if err == nil || !errors.Is(err, store.ErrConflict) || try == unstagedTries {
+			return res, err
+		}
+		apply = a.o.Store.Apply
+		l, lerr := a.o.Store.Revisions(ctx, store.HistoryQuery{Limit: 1})
+		if lerr != nil {
+			return store.Result{}, lerr
+		}
+		rec, staged, serr := store.StagedIn(l)
+		if serr != nil {
+			return store.Result{}, serr
+		}
+		if staged {
+			return store.Result{}, &StagedError{Rev: rec.Rev, Canary: rec.Audit.Stage.Canary, What: what}
+		}
+		at = l.Rev
+	}
 }
