@@ -26,6 +26,7 @@ import (
 type cdsWatch struct {
 	c    *protocoltest.SotW
 	tags []string
+	nack string // a tag it NACKs instead of ACKing
 }
 
 func newCDSWatch(t *testing.T, conn *grpc.ClientConn, id string) *cdsWatch {
@@ -38,13 +39,20 @@ func (w *cdsWatch) last() string {
 	for {
 		select {
 		case r := <-w.c.Resps:
+			bad := false
 			for _, a := range r.Resources {
 				var cl clusterv3.Cluster
 				if proto.Unmarshal(a.Value, &cl) == nil {
 					w.tags = append(w.tags, cl.AltStatName)
+					bad = bad || (w.nack != "" && cl.AltStatName == w.nack)
 				}
 			}
-			w.c.Ack(r, "c")
+			if bad {
+				w.c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}, ResponseNonce: r.Nonce,
+					ErrorDetail: &status.Status{Code: 3, Message: "cluster c refused"}})
+			} else {
+				w.c.Ack(r, "c")
+			}
 			continue
 		default:
 		}
@@ -61,11 +69,17 @@ func (w *cdsWatch) wait(t *testing.T, tag string) {
 }
 
 // nodeIn returns a node id in a 25% canary (in) or out of it.
-func nodeIn(in bool) string {
+func nodeIn(in bool) string { return nodeInAfter(in, 0) }
+
+// nodeInAfter is nodeIn, skipping the first skip such node ids.
+func nodeInAfter(in bool, skip int) string {
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("n-%d", i)
 		if (canary.Bucket(id) < 25) == in {
-			return id
+			if skip == 0 {
+				return id
+			}
+			skip--
 		}
 	}
 }
@@ -143,6 +157,81 @@ func TestCanaryReplicasOnEtcd(t *testing.T) {
 	if code, stdout, _ := runCmd(t, "history", "--admin", admB, "--limit", "2"); code != 0 || !strings.Contains(stdout, "promoted staged revision") || !strings.Contains(stdout, "by the server: bake of 1s passed") {
 		t.Errorf("history: exit %d\n%s", code, stdout)
 	}
+}
+
+// With replicas on etcd, a staged revision is judged over the whole
+// fleet's canary: a canary client on B that NACKs holds off A's promote
+// after the bake though A's own canary client ACKed (A says why, and the
+// revision stays staged until a person aborts it), and with
+// --rollback-on-nack the revision applied through A is aborted.
+func TestCanaryJudgedAcrossReplicas(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("canary-fleet")
+	logA := &syncBuffer{}
+	xdsA, admA, _ := startServeLogged(t, logA, "--store", url)
+	xdsB, _ := startServe(t, "--store", url)
+	dir := t.TempDir()
+	file := func(tag string) string { return writeFile(t, dir, "c.yaml", cl+"name: c\nalt_stat_name: "+tag+"\n") }
+	apply := func(adm string, args ...string) (int, string, string) {
+		return runCmd(t, append([]string{"apply", "--admin", adm, "--client", "none"}, args...)...)
+	}
+	if code, _, errOut := apply(admA, "-f", file("v1")); code != 0 {
+		t.Fatal(errOut)
+	}
+	dial := func(addr string) *grpc.ClientConn {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	onA, onB := newCDSWatch(t, dial(xdsA), nodeInAfter(true, 0)), newCDSWatch(t, dial(xdsB), nodeInAfter(true, 1))
+	onB.nack = "bad"
+	onA.wait(t, "v1")
+	onB.wait(t, "v1")
+
+	if code, stdout, errOut := apply(admA, "--canary", "25%", "--bake", "1s", "-f", file("bad")); code != 0 {
+		t.Fatalf("apply --canary --bake through A: exit %d\n%s%s", code, stdout, errOut)
+	}
+	staged := listResources(t, admA, "").Revision
+	onA.wait(t, "bad") // and ACKs it
+	onB.wait(t, "bad") // and NACKs it
+	testutil.Eventually(t, "A to hold off the promote for B's NACK", func() bool {
+		onA.last()
+		onB.last()
+		logA.mu.Lock()
+		defer logA.mu.Unlock()
+		return strings.Contains(logA.b.String(), "a canary client on another replica NACKed it")
+	})
+	if code, out, errOut := runCmd(t, "rollout", "--admin", admA, "abort", fmt.Sprint(staged)); code != 0 {
+		t.Fatalf("abort after the bake with a NACK on B: exit %d\n%s%s", code, out, errOut)
+	}
+	onA.wait(t, "v1")
+
+	done := make(chan [3]any, 1)
+	fb := file("bad")
+	go func() {
+		code, out, errOut := apply(admA, "--canary", "25%", "--rollback-on-nack", "--wait", "--wait-timeout", "60s", "-f", fb)
+		done <- [3]any{code, out, errOut}
+	}()
+	var o [3]any
+	testutil.Eventually(t, "the canary apply through A to end", func() bool {
+		onA.last()
+		onB.last()
+		select {
+		case o = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	code, out, errOut := o[0].(int), o[1].(string), o[2].(string)
+	if code != 3 || !strings.Contains(out, "the server, on a canary NACK") || !strings.Contains(out, "cluster c refused") {
+		t.Fatalf("apply --canary --rollback-on-nack through A, NACKed on B: exit %d\n%s%s", code, out, errOut)
+	}
+	onA.wait(t, "v1")
+	onB.wait(t, "v1")
 }
 
 // apply --rollback-on-nack --wait without --canary: a client's NACK has

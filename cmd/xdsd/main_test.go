@@ -47,6 +47,13 @@ func startServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string) {
 // the server, for tests that restart it.
 func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr string, stop func()) {
 	t.Helper()
+	return startServeLogged(t, io.Discard, extra...)
+}
+
+// startServeLogged is startStoppableServe whose log (at info) goes to
+// logTo, for tests that wait for what the server says.
+func startServeLogged(t *testing.T, logTo io.Writer, extra ...string) (xdsAddr, adminAddr string, stop func()) {
+	t.Helper()
 	// The admin read timeout is the default's five times: under -race on
 	// two busy cores a large test batch (20,000 clusters) took more
 	// than the default 2 minutes to send, and what these tests measure is
@@ -124,7 +131,7 @@ func startStoppableServe(t *testing.T, extra ...string) (xdsAddr, adminAddr stri
 	var serveErr error
 	go func() {
 		defer close(done)
-		serveErr = serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), func(x, a string) { up <- addrs{x, a} })
+		serveErr = serve(ctx, f, slog.New(slog.NewTextHandler(logTo, nil)), func(x, a string) { up <- addrs{x, a} })
 	}()
 	var once sync.Once
 	stop = func() {

@@ -207,6 +207,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		// it knows as its own.
 		ao.Hosts = append(ao.Hosts, advertisedHost(host))
 	}
+	if reps != nil {
+		// A baked revision is promoted only once every replica's canary
+		// clients are known to hold no NACK (docs/rollouts.md).
+		srv.SetFleetStage(func(ctx context.Context, rev int64) (rollout.Report, error) {
+			return admin.FleetRollout(ctx, ao, rev)
+		})
+	}
 	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(ao))
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -488,4 +489,34 @@ func countParam(r *http.Request, key string, def, most int) (int, error) {
 		return 0, fmt.Errorf("%s=%q: want a whole number from 0 to %d", key, s, most)
 	}
 	return n, nil
+}
+
+// FleetRollout is GET /v1/rollout?rev=REV asked by the server itself: the
+// rollout of revision rev over the streams of every live replica (this
+// one's through o.Rollout, the others' asked with ?local=true, with the
+// replica's own credentials: o.PeerToken, o.PeerClient), narrowed to the
+// canary when rev was staged. A replica that did not answer is listed in
+// the report's Unreachable. The server asks it before it promotes a
+// baked revision, so that a canary client's NACK on any replica holds
+// the promote off (docs/rollouts.md).
+func FleetRollout(ctx context.Context, o Options, rev int64) (rollout.Report, error) {
+	if o.Store == nil || o.Rollout == nil {
+		return rollout.Report{}, errors.New("this process does not follow rollouts")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	rec, ok, err := store.RecordAt(ctx, o.Store, rev)
+	if err != nil {
+		return rollout.Report{}, err
+	}
+	if !ok {
+		return rollout.Report{}, fmt.Errorf("revision %d: the store keeps no record of it", rev)
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, "/v1/rollout", nil)
+	if err != nil {
+		return rollout.Report{}, err
+	}
+	a := &api{o: o}
+	return a.stagedRollout(ctx, a.fleetRollout(r, rev, rec.Changes)), nil
 }

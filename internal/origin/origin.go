@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 )
 
@@ -54,6 +56,12 @@ type Server struct {
 
 	curStage  *db.Stage      // the stage the db serves (follow's own)
 	stagedRec store.Revision // its record (Rev 0: none), under mu
+
+	// fleetStage asks every replica for a staged revision's canary
+	// (SetFleetStage); fleetNext and heldRev are watchStage's own.
+	fleetStage func(ctx context.Context, rev int64) (rollout.Report, error)
+	fleetNext  time.Time
+	heldRev    int64
 }
 
 // New assembles a server of st. It follows nothing until Start, so that a

@@ -138,12 +138,63 @@ func (s *Server) judgeStage(ctx context.Context, rec store.Revision) bool {
 	if st.Bake <= 0 || time.Now().Before(rec.Time.Add(time.Duration(st.Bake))) {
 		return false
 	}
-	if rep.Nacked > 0 || rep.Acked == 0 {
-		// Not promoted: a NACK waits for a person (rollout abort), no
-		// ACK yet waits for one.
+	if rep.Nacked > 0 {
+		// Not promoted: a NACK waits for a person (rollout abort).
+		return false
+	}
+	if s.fleetStage != nil {
+		// The other replicas' canary clients count as much as this
+		// one's: promoted only when every live replica answers and
+		// none of their canary clients NACKed it.
+		if time.Now().Before(s.fleetNext) {
+			return false
+		}
+		frep, err := s.fleetStage(ctx, rec.Rev)
+		if hold := fleetHold(frep, err); hold != "" {
+			s.fleetNext = time.Now().Add(fleetPoll)
+			if s.heldRev != rec.Rev && ctx.Err() == nil {
+				s.heldRev = rec.Rev
+				s.log.Warn("staged revision's bake passed, but it is not promoted: "+hold, "revision", rec.Rev)
+			}
+			return false
+		}
+		rep = frep
+	}
+	if rep.Acked == 0 {
+		// Not promoted: no ACK yet waits for one.
 		return false
 	}
 	return s.closeStage(ctx, rec, store.StatePromoted, fmt.Sprintf("bake of %v passed: %d canary streams ACKed, none NACKed", time.Duration(st.Bake), rep.Acked))
+}
+
+// fleetPoll is how often the other replicas are asked again about a
+// baked revision that one of them holds off.
+const fleetPoll = time.Second
+
+// SetFleetStage has the server ask f, before it promotes a baked
+// revision, for the revision's rollout over every replica's canary
+// clients (admin.FleetRollout): it promotes only when no replica is
+// missing from the answer and none of their canary clients NACKed it.
+// It is called before Start; without it, the server judges its own
+// clients alone (a lone server).
+func (s *Server) SetFleetStage(f func(ctx context.Context, rev int64) (rollout.Report, error)) {
+	s.fleetStage = f
+}
+
+// fleetHold says why the fleet's answer rep (or err) holds a promote off,
+// or "" when it does not.
+func fleetHold(rep rollout.Report, err error) string {
+	switch {
+	case err != nil:
+		return "the other replicas could not be asked about its canary: " + err.Error()
+	case len(rep.Unreachable) > 0:
+		u := rep.Unreachable[0]
+		return fmt.Sprintf("replica %s did not answer about its canary clients (%s); promoted once every live replica answers", u.Replica, u.Error)
+	case rep.Nacked > 0:
+		e := firstNack(rep)
+		return fmt.Sprintf("a canary client on another replica NACKed it: %s (%s) of version %s: %s; run xdsd rollout abort %d", e.Node, group(e), e.Version, e.Error, rep.Revision)
+	}
+	return ""
 }
 
 // stageReport is the rollout of the staged revision over this server's
