@@ -542,13 +542,8 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	if stage != nil {
 		what = "other canary apply"
 	}
-	rec, staged, at, err := a.stagedNow(r.Context())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
-		return
-	}
-	if staged {
-		writeError(w, http.StatusConflict, &StagedError{Rev: rec.Rev, Canary: rec.Audit.Stage.Canary, What: what})
+	at, ok := a.unstagedRev(w, r, what)
+	if !ok {
 		return
 	}
 	apply := a.o.Store.Apply
@@ -786,13 +781,8 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 	if f.constraints != nil {
 		d.Constraints = *f.constraints
 	}
-	srec, staged, at, err := a.stagedNow(r.Context())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
-		return
-	}
-	if staged {
-		writeError(w, http.StatusConflict, &StagedError{Rev: srec.Rev, Canary: srec.Audit.Stage.Canary, What: "delete"})
+	at, ok := a.unstagedRev(w, r, "delete")
+	if !ok {
 		return
 	}
 	if !a.watchGuard(w, r, store.Batch{Deletes: []store.Delete{d}}) {

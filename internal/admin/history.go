@@ -279,13 +279,8 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 	// Computed at the revision at which no stage was seen, and applied
 	// only there (IfRev below): a canary apply committed meanwhile
 	// through another replica is never written over.
-	srec, staged, cur, err := a.stagedNow(r.Context())
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
-		return
-	}
-	if staged {
-		writeError(w, http.StatusConflict, &StagedError{Rev: srec.Rev, Canary: srec.Audit.Stage.Canary, What: "rollback"})
+	cur, ok := a.unstagedRev(w, r, "rollback")
+	if !ok {
 		return
 	}
 	// if_rev: roll back only if the store is still at that revision (apply

@@ -90,6 +90,23 @@ func (a *api) stagedNow(ctx context.Context) (rec store.Revision, staged bool, a
 	return rec, staged, l.Rev, nil
 }
 
+// unstagedRev returns the store's revision when nothing is staged at it,
+// which a write (what: "apply", "delete", …) then applies at (IfRev). When
+// a revision is staged it answers 409 naming it and the rollout commands,
+// on a failure 500, and reports false.
+func (a *api) unstagedRev(w http.ResponseWriter, r *http.Request, what string) (int64, bool) {
+	rec, staged, at, err := a.stagedNow(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return 0, false
+	}
+	if staged {
+		writeError(w, http.StatusConflict, &StagedError{Rev: rec.Rev, Canary: rec.Audit.Stage.Canary, What: what})
+		return 0, false
+	}
+	return at, true
+}
+
 // stagedCache is stagedNow's answer at one revision.
 type stagedCache struct {
 	at     int64

@@ -22,7 +22,7 @@ type Stage struct {
 	Prev map[resource.Key][]*resource.Variant
 }
 
-// stageNames lists the names of st's resources by type.
+// names lists the names of st's resources by type.
 func (st *Stage) names() map[string][]string {
 	out := map[string][]string{}
 	if st == nil {
