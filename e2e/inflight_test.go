@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +54,8 @@ type inflightAttack struct {
 	ended    map[uint32]string // stream → why it ended (RST code or grpc-status)
 	goaway   string
 	readErr  error
+	writeErr error // the server closed the connection mid-write
+	sent     int64 // DATA bytes written
 	refused  int
 	settings bool
 }
@@ -101,7 +104,8 @@ func runInflightAttack(t *testing.T, addr string, streams int, announce, send in
 		err := a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
 		a.mu.Unlock()
 		if err != nil {
-			t.Fatal(err)
+			a.writeErr = err
+			return a, c
 		}
 		ids = append(ids, id)
 	}
@@ -138,10 +142,12 @@ func runInflightAttack(t *testing.T, addr string, streams int, announce, send in
 				copy(buf, prefix[off:])
 			}
 			if err := a.fr.WriteData(id, false, buf); err != nil {
-				t.Fatal(err)
+				a.writeErr = err
+				return a, c
 			}
 			a.win[id] -= m
 			a.connWin -= m
+			a.sent += m
 			left[id] = n - m
 			if left[id] == 0 {
 				delete(left, id)
@@ -216,16 +222,66 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 	return ""
 }
 
+// closed waits until the server closes the connection, or the deadline
+// passes; it says how the connection ended ("" if it was not).
+func (a *inflightAttack) closed(d time.Duration) string {
+	stop := time.AfterFunc(d, func() { a.mu.Lock(); a.wake.Broadcast(); a.mu.Unlock() })
+	defer stop.Stop()
+	deadline := time.Now().Add(d)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.readErr == nil && time.Now().Before(deadline) {
+		a.wake.Wait()
+	}
+	if a.readErr == nil {
+		return ""
+	}
+	return fmt.Sprintf("read: %v (write: %v, goaway %q)", a.readErr, a.writeErr, a.goaway)
+}
+
+// inflightMeasure is one attack measured: the heap it made the server
+// hold, and how its connection ended.
+func inflightMeasure(t *testing.T, p *proc, streams int, announce, send int64) (grew int64, ended string) {
+	t.Helper()
+	before := p.heapInuse(t)
+	start := time.Now()
+	a, c := runInflightAttack(t, p.xds, streams, announce, send)
+	defer c.Close()
+	// While the attack holds what it sent (a connection the server closed
+	// holds nothing).
+	after := p.heapInuse(t)
+	a.mu.Lock()
+	closed := a.readErr != nil || a.writeErr != nil
+	sent := a.sent
+	a.mu.Unlock()
+	if closed {
+		ended = a.closed(time.Minute)
+	}
+	t.Logf("%d streams, %d B announced, %d B to send each (%d MiB in all), %d MiB sent in %v: heap in use %d MiB → %d MiB (%+d MiB); connection %s",
+		streams, announce, send, int64(streams)*send>>20, sent>>20, time.Since(start).Round(time.Millisecond), before>>20, after>>20, (after-before)>>20,
+		map[bool]string{true: "closed: " + ended, false: "kept"}[closed])
+	return after - before, ended
+}
+
 // TestInflightRequestCost measures what one connection can make the server
-// hold in requests still being read: it opens as many ADS streams as the
-// server allows (XDSD_ATTACK_STREAMS, default 100) and sends on each all
-// but 64 KiB of the largest message allowed (XDSD_ATTACK_MSG, default
-// --max-msg-size's 16 MiB), never the rest. gRPC's flow control does not
-// stop it: a stream's window grows to the whole announced message once the
-// handler reads it, and the connection's is given back as data arrives. So
-// the bound is --max-streams-per-connection × --max-msg-size, which the
-// test checks the heap stays within. Heavy (1.6 GB through loopback and
-// into the server's heap at the defaults), so it runs only with
+// hold in requests still being read. gRPC's flow control does not bound
+// it: a stream's window grows to the whole announced message once the
+// handler reads it, and the connection's is given back as data arrives;
+// without --max-connection-request-bytes one connection held
+// --max-streams-per-connection × --max-msg-size (1.6 GiB). Two attacks on
+// one raw HTTP/2 connection, each opening as many ADS streams as the
+// server allows (XDSD_ATTACK_STREAMS, default 100), every stream
+// announcing the largest message allowed (XDSD_ATTACK_MSG, default
+// --max-msg-size's 16 MiB):
+//
+//   - each stream sends all but 64 KiB of its message, never the rest: the
+//     connection must be closed once it passes the limit
+//     (XDSD_ATTACK_LIMIT, default 64 MiB);
+//   - each stream sends its share of the limit, less a KiB: the most one
+//     connection may hold, kept open; the heap must grow by at most the
+//     limit and a margin.
+//
+// Heavy (it measures the server's heap), so it runs only with
 // XDSD_ATTACK_COST=1.
 func TestInflightRequestCost(t *testing.T) {
 	if os.Getenv("XDSD_ATTACK_COST") == "" {
@@ -242,25 +298,69 @@ func TestInflightRequestCost(t *testing.T) {
 	} else {
 		args = append(args, "--max-msg-size", strconv.FormatInt(msg, 10))
 	}
+	limit, _ := strconv.ParseInt(os.Getenv("XDSD_ATTACK_LIMIT"), 10, 64)
+	if limit == 0 {
+		limit = 64 << 20
+	} else {
+		args = append(args, "--max-connection-request-bytes", strconv.FormatInt(limit, 10))
+	}
+	// A server for each attack: gRPC keeps the buffers of a closed
+	// connection in its pools, which the second would reuse.
 	p := startXdsd(t, args...)
-	before := p.heapInuse(t)
-	start := time.Now()
-	a, c := runInflightAttack(t, p.xds, streams, msg, msg-64<<10)
+	margin := limit/10 + 32<<20
+
+	grew, ended := inflightMeasure(t, p, streams, msg, msg-64<<10)
+	if int64(streams)*(msg-64<<10) > limit && ended == "" {
+		t.Errorf("the connection sending %d bytes of unfinished requests, over the limit of %d, was not closed", int64(streams)*(msg-64<<10), limit)
+	}
+	if grew > limit+margin {
+		t.Errorf("the server's heap grew by %d bytes, over the limit of %d and a margin", grew, limit)
+	}
+
+	if !strings.Contains(p.metrics(t), "xdsd_connection_request_bytes_refused_total 1") {
+		t.Errorf("xdsd_connection_request_bytes_refused_total is not 1")
+	}
+
+	p = startXdsd(t, args...)
+	each := min(limit/int64(streams)-1024, msg-1)
+	grew, ended = inflightMeasure(t, p, streams, msg, each)
+	if ended != "" {
+		t.Errorf("a connection within the limit (%d streams × %d bytes) was closed: %s", streams, each, ended)
+	}
+	if grew > limit+margin {
+		t.Errorf("the server's heap grew by %d bytes, over the limit of %d and a margin", grew, limit)
+	}
+}
+
+// A connection whose requests not yet complete pass
+// --max-connection-request-bytes is closed, and counted, while a real
+// grpc-go xDS client on another connection is served. The attack is the
+// one above, scaled down: four ADS streams on one raw HTTP/2 connection,
+// each sending 900 KiB of a 1 MiB message, against a limit of 2 MiB.
+func TestInflightRequestBound(t *testing.T) {
+	be := startBackend(t)
+	x := startXdsd(t, "--max-msg-size", "1048576", "--max-connection-request-bytes", "2097152")
+	x.apply(t, withPorts(t, "quickstart", map[int]int{50051: be.port}))
+	a, c := runInflightAttack(t, x.xds, 4, 1<<20, 900<<10)
 	defer c.Close()
-	after := p.heapInuse(t)
-	a.mu.Lock()
-	ended := len(a.ended)
-	var why string
-	for _, w := range a.ended {
-		why = w
-		break
+	if how := a.closed(time.Minute); how == "" {
+		t.Fatal("the connection over the limit was not closed")
+	} else {
+		t.Logf("the connection over the limit: %s", how)
 	}
-	a.mu.Unlock()
-	t.Logf("%d streams, %d B announced, %d B sent each, in %v: heap in use %d MiB → %d MiB (+%d MiB); %d streams ended (%s), goaway %q",
-		streams, msg, msg-64<<10, time.Since(start).Round(time.Millisecond), before>>20, after>>20, (after-before)>>20, ended, why, a.goaway)
-	// What was sent, with a margin for gRPC's per-stream state and its
-	// buffers' rounding.
-	if limit := int64(streams)*msg*11/10 + 32<<20; after-before > limit {
-		t.Errorf("the server's heap grew by %d bytes, over %d streams × %d bytes and a margin (%d)", after-before, streams, msg, limit)
+	until(t, dial(t, "xds:///quickstart", bootstrap(x.xds, nil, nil)), be.addr)
+	if m := x.metrics(t); !strings.Contains(m, "xdsd_connection_request_bytes_refused_total 1") {
+		t.Errorf("xdsd_connection_request_bytes_refused_total is not 1:\n%s", grepLines(m, "xdsd_connection"))
 	}
+}
+
+// grepLines are the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/xdsd/xdsd/internal/admin"
+	"github.com/xdsd/xdsd/internal/inflight"
 	"github.com/xdsd/xdsd/internal/protocol"
 )
 
@@ -43,6 +45,12 @@ const (
 	// such streams.
 	defaultMaxSubBytes     = 128 << 20
 	defaultMaxConnSubBytes = 256 << 20
+	// defaultMaxConnReqBytes bounds the requests one xDS connection sends
+	// that are not yet complete (internal/inflight): four requests of
+	// --max-msg-size's default at once, or ten of the largest a real client
+	// sends (100,000 names of 60 bytes, about 6.3 MiB, the most the
+	// subscription limits above take), against 1.6 GiB without it.
+	defaultMaxConnReqBytes = 64 << 20
 )
 
 // daemonFlags are the flags of the long-running commands (serve, relay):
@@ -56,6 +64,7 @@ type daemonFlags struct {
 	maxApplies                              int
 	maxApplyBytes                           int64
 	maxSubBytes, maxConnSubBytes            int64
+	maxConnReqBytes                         int64
 	adminReadTimeout                        time.Duration
 	securityFlags                           // security.go
 	// xdsDefault and adminDefault say that --xds-addr and --admin-addr
@@ -108,6 +117,7 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.Int64Var(&f.maxSubBytes, "max-subscription-bytes", defaultMaxSubBytes, "bytes of subscription state one stream may hold; more is refused with RESOURCE_EXHAUSTED (at least 1)")
 	fs.Int64Var(&f.maxConnSubBytes, "max-connection-subscription-bytes", defaultMaxConnSubBytes, "bytes of subscription state all the streams of one xDS connection may hold together (at least 1)")
 	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes (at least 1)")
+	fs.Int64Var(&f.maxConnReqBytes, "max-connection-request-bytes", defaultMaxConnReqBytes, "bytes of requests not yet complete that one xDS connection may make the server hold, all its streams together; a connection sending more is closed (at least --max-msg-size)")
 	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain (greater than 0)")
 	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst (at least 1)")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConns, "connections the xDS port holds open; more are closed at once (at least 1)")
@@ -132,6 +142,8 @@ func (f daemonFlags) check() error {
 		return usagef("--max-connection-subscription-bytes %d: want at least 1 (bytes)", f.maxConnSubBytes)
 	case f.maxMsg < 1:
 		return usagef("--max-msg-size %d: want at least 1 (bytes)", f.maxMsg)
+	case f.maxConnReqBytes < int64(f.maxMsg):
+		return usagef("--max-connection-request-bytes %d: want at least --max-msg-size (%d bytes), or a request of that size could never be read; raise it, or lower --max-msg-size", f.maxConnReqBytes, f.maxMsg)
 	case !(f.rate > 0) || math.IsInf(f.rate, 1):
 		return usagef("--request-rate %v: want a finite number greater than 0 (requests per second)", f.rate)
 	case f.burst < 1:
@@ -166,6 +178,9 @@ func (f daemonFlags) withDefaults() daemonFlags {
 	def(&f.maxStreams, defaultMaxStreams)
 	def(&f.adminMaxConns, defaultAdminMaxConns)
 	def(&f.adminPerSource, defaultAdminPerSource)
+	if f.maxConnReqBytes <= 0 {
+		f.maxConnReqBytes = max(defaultMaxConnReqBytes, int64(f.maxMsg))
+	}
 	if f.adminReadTimeout <= 0 {
 		f.adminReadTimeout = defaultAdminReadTimeout
 	}
@@ -210,7 +225,7 @@ type daemon struct {
 // listen binds the xDS address and, unless it is empty, the admin one, for
 // the xDS services register adds and the admin handler. Nothing is served
 // before start.
-func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server), adminHandler http.Handler) (*daemon, error) {
+func listen(f daemonFlags, log *slog.Logger, reg prometheus.Registerer, register func(*grpc.Server), adminHandler http.Handler) (*daemon, error) {
 	f = f.withDefaults()
 	lis, note, err := bind(f.xdsAddr, f.xdsDefault, "--xds-addr", "xDS")
 	if err != nil {
@@ -240,10 +255,18 @@ func listen(f daemonFlags, reg prometheus.Registerer, register func(*grpc.Server
 		d.hs = &http.Server{Handler: probesOnReserve(adminHandler), ConnContext: markProbeOnly, ReadHeaderTimeout: adminHeaderTimeout,
 			ReadTimeout: f.adminReadTimeout, IdleTimeout: 2 * time.Minute}
 	}
+	// Every connection, TLS or plaintext, is read through the bound on
+	// requests not yet complete (internal/inflight): gRPC's flow control
+	// lets each stream hold one of --max-msg-size.
+	refused := inflight.RefusedCounter()
+	if reg != nil {
+		reg.MustRegister(refused)
+	}
+	creds := inflight.Creds(f.transportCreds(), inflight.Options{Limit: f.maxConnReqBytes, Setting: "--max-connection-request-bytes", Logger: log, Refused: refused})
 	// protocol.ServerOptions: xdsd's codec and one goroutine per idle
 	// stream (memory per stream, BENCHMARKS.md (e)). The write buffer
 	// idle connections share is gRPC's default, not an option set here.
-	d.g = grpc.NewServer(append(append(f.grpcCreds(), protocol.ServerOptions()...), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
+	d.g = grpc.NewServer(append(protocol.ServerOptions(), grpc.Creds(creds), grpc.MaxRecvMsgSize(f.maxMsg), grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))...)
 	register(d.g)

@@ -18,6 +18,8 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--max-subscriptions", "0"}, "--max-subscriptions 0: want at least 1"},
 		{[]string{"serve", "--max-subscription-bytes", "0"}, "--max-subscription-bytes 0: want at least 1"},
 		{[]string{"relay", "--upstream", "127.0.0.1:1", "--max-connection-subscription-bytes", "-1"}, "--max-connection-subscription-bytes -1: want at least 1"},
+		{[]string{"serve", "--max-connection-request-bytes", "1000"}, "--max-connection-request-bytes 1000: want at least --max-msg-size (16777216 bytes)"},
+		{[]string{"relay", "--upstream", "127.0.0.1:1", "--max-msg-size", "100", "--max-connection-request-bytes", "99"}, "--max-connection-request-bytes 99: want at least --max-msg-size (100 bytes)"},
 		{[]string{"serve", "--request-rate", "-1"}, "--request-rate -1: want a finite number greater than 0"},
 		{[]string{"serve", "--request-rate", "0"}, "--request-rate 0: want a finite number greater than 0"},
 		{[]string{"serve", "--request-rate", "NaN"}, "--request-rate NaN: want a finite number greater than 0"},

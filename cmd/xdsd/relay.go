@@ -100,7 +100,7 @@ func serveRelay(ctx context.Context, f relayFlags, log *slog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	d, err := listen(f.daemonFlags, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
+	d, err := listen(f.daemonFlags, log, reg, r.Register, admin.Handler(f.adminAuth(f.adminAddr, admin.Options{
 		Resources: r.Resources, Gatherer: reg, Logger: log,
 		Clients: func() any { return r.Streams() },
 		Groups:  func(context.Context) ([]fleet.Group, error) { return r.Protocol().Groups(), nil },

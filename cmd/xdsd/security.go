@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/xdsd/xdsd/internal/admin"
@@ -217,13 +216,13 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// grpcCreds are the xDS port's server options: TLS (with client
-// certificates required when --client-ca is set), or none.
-func (f *securityFlags) grpcCreds() []grpc.ServerOption {
+// transportCreds are the xDS port's credentials: TLS (with client
+// certificates required when --client-ca is set), or nil for plaintext.
+func (f *securityFlags) transportCreds() credentials.TransportCredentials {
 	if f.tls == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(f.tls.Config(mtls.Require)))}
+	return credentials.NewTLS(f.tls.Config(mtls.Require))
 }
 
 // adminListener serves TLS on the admin port when configured; client

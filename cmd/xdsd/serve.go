@@ -214,7 +214,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 			return admin.FleetRollout(ctx, ao, rev)
 		})
 	}
-	d, err := listen(f.daemonFlags, reg, srv.Register, admin.Handler(ao))
+	d, err := listen(f.daemonFlags, log, reg, srv.Register, admin.Handler(ao))
 	if err != nil {
 		return err
 	}

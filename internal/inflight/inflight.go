@@ -1,0 +1,289 @@
+// Package inflight bounds the request bytes one xDS connection can make
+// the server hold while it reads them.
+//
+// gRPC holds a request whole while it arrives, and its flow control does
+// not bound how many of them one connection sends at once: when a handler
+// reads a message's 5-byte prefix, gRPC widens the stream's window to the
+// whole announced length, and it gives the connection's window back as
+// data arrives, not as it is used. So without this package one connection
+// may make the server hold --max-streams-per-connection ×
+// --max-msg-size bytes (1.6 GiB at the defaults; docs/security.md).
+//
+// Creds wraps the transport credentials of a gRPC server (TLS, or none)
+// so that each connection's plaintext side — the HTTP/2 frames, after TLS
+// — is read through a parser that follows, per stream, the gRPC messages
+// being received. The bytes of the messages not yet complete, summed over
+// the connection's streams, may not pass Options.Limit: the read that
+// would pass it closes the connection instead of handing the bytes to
+// gRPC, so the server never holds them.
+package inflight
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Options configure the bound.
+type Options struct {
+	// Limit is how many bytes of requests being read one connection may
+	// make the server hold (see parser for what is counted). One request
+	// of Limit bytes always fits. At least 1.
+	Limit int64
+	// Setting names the limit in the log line and the error of a
+	// connection that passes it: "--max-connection-request-bytes", or an
+	// options field for a Go program.
+	Setting string
+	// Logger receives a line for each connection closed. Nil:
+	// slog.Default().
+	Logger *slog.Logger
+	// Refused, when set, counts the connections closed.
+	Refused prometheus.Counter
+}
+
+// RefusedCounter is the metric of connections closed by the bound, to be
+// registered by the program and passed as Options.Refused.
+func RefusedCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "xdsd_connection_request_bytes_refused_total",
+		Help: "xDS connections closed because the requests they were sending, not yet complete, passed --max-connection-request-bytes."})
+}
+
+// Creds returns inner (nil: plaintext) with the bound on every connection
+// a server accepts. The client side is inner's, unchanged.
+func Creds(inner credentials.TransportCredentials, o Options) credentials.TransportCredentials {
+	if inner == nil {
+		inner = insecure.NewCredentials()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &creds{TransportCredentials: inner, o: o}
+}
+
+type creds struct {
+	credentials.TransportCredentials
+	o Options
+}
+
+// ServerHandshake wraps the connection inner's handshake returns: the
+// parser sees the HTTP/2 frames, decrypted.
+func (c *creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return conn, info, err
+	}
+	return &Conn{Conn: conn, p: newParser(c.o.Limit), o: &c.o}, info, nil
+}
+
+func (c *creds) Clone() credentials.TransportCredentials {
+	return &creds{TransportCredentials: c.TransportCredentials.Clone(), o: c.o}
+}
+
+// Conn is a server connection whose reads are counted. gRPC reads a
+// connection from one goroutine at a time, so the parser needs no lock.
+type Conn struct {
+	net.Conn
+	p      *parser
+	o      *Options
+	closed bool
+}
+
+// ErrOverLimit is what a read returns once the connection has passed the
+// limit: the connection is closed.
+var ErrOverLimit = errors.New("requests being read passed the connection's limit")
+
+// Read reads from the connection and follows what it read; a read that
+// takes the connection past the limit closes it and returns no bytes.
+func (c *Conn) Read(b []byte) (int, error) {
+	if c.closed {
+		return 0, ErrOverLimit
+	}
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		if over := c.p.feed(b[:n]); over > 0 {
+			c.closed = true
+			c.Conn.Close()
+			c.o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+				"xDS connection closed: the requests it was sending, not yet complete, passed the limit of bytes a connection may make the server hold; raise "+c.o.Setting+" if a real client sends that much at once",
+				slog.String("peer", c.Conn.RemoteAddr().String()), slog.Int64("bytes", over), slog.Int64("limit", c.o.Limit), slog.String("setting", c.o.Setting))
+			if c.o.Refused != nil {
+				c.o.Refused.Inc()
+			}
+			return 0, fmt.Errorf("%w: %d bytes, over %d (%s)", ErrOverLimit, over, c.o.Limit, c.o.Setting)
+		}
+	}
+	return n, err
+}
+
+// recordCost is what the parser counts for each stream with a message
+// being read, on top of the message's bytes: its entry in streams. A
+// client could otherwise make unbounded entries by starting a message,
+// one prefix byte, on stream after stream.
+const recordCost = 64
+
+// msg is one stream's message being read.
+type msg struct {
+	prefix [5]byte // the gRPC prefix: compressed flag, 4-byte big-endian length
+	np     uint8   // prefix bytes read
+	need   uint32  // message bytes still to come, once the prefix is read
+	have   int64   // message bytes read, counted in held
+}
+
+// parser follows the HTTP/2 frames a client sends, split across reads
+// anywhere, and the gRPC messages in each stream's DATA.
+//
+// held counts the bytes of messages not yet complete (the prefix not
+// included) and recordCost for each stream reading one. The check allows
+// one record on top of the limit, so that a single request of Limit bytes
+// always fits. A message's bytes stop counting when it is complete, or
+// when its stream ends: END_STREAM on DATA or HEADERS, or RST_STREAM.
+type parser struct {
+	max     int64 // limit plus one record
+	held    int64
+	preface int // bytes of the client preface still to skip
+
+	hdr  [9]byte
+	nh   int
+	hr   bytes.Reader
+	fh   http2.FrameHeader
+	left uint32 // payload bytes of the frame still to come; frame in progress while inFrame
+	// For the DATA frame in progress: padded until its pad length is
+	// read; pad is how many of the last payload bytes are padding.
+	inFrame, padded bool
+	pad             uint32
+	streams         map[uint32]msg
+}
+
+func newParser(limit int64) *parser {
+	return &parser{max: limit + recordCost, preface: len(http2.ClientPreface), streams: map[uint32]msg{}}
+}
+
+// feed follows b. It returns 0, or the bytes the connection would hold
+// when they pass the limit; the parser is then of no further use.
+func (p *parser) feed(b []byte) int64 {
+	for len(b) > 0 {
+		if p.preface > 0 {
+			k := min(p.preface, len(b))
+			p.preface -= k
+			b = b[k:]
+			continue
+		}
+		if !p.inFrame {
+			k := copy(p.hdr[p.nh:], b)
+			p.nh += k
+			b = b[k:]
+			if p.nh < len(p.hdr) {
+				return 0
+			}
+			p.nh = 0
+			p.hr.Reset(p.hdr[:])
+			fh, err := http2.ReadFrameHeader(&p.hr)
+			if err != nil { // cannot happen: nine bytes are there
+				panic(err)
+			}
+			p.fh, p.left, p.inFrame = fh, fh.Length, true
+			p.padded = fh.Type == http2.FrameData && fh.Flags.Has(http2.FlagDataPadded)
+			p.pad = 0
+			if p.left == 0 {
+				p.endFrame()
+			}
+			continue
+		}
+		if p.fh.Type != http2.FrameData {
+			// HEADERS, CONTINUATION and the rest: skipped.
+			k := min(p.left, uint32(len(b)))
+			p.left -= k
+			b = b[k:]
+		} else if p.padded {
+			p.pad = uint32(b[0])
+			p.padded = false
+			p.left--
+			b = b[1:]
+		} else if p.left > p.pad {
+			k := min(p.left-p.pad, uint32(len(b)))
+			if over := p.data(p.fh.StreamID, b[:k]); over > 0 {
+				return over
+			}
+			p.left -= k
+			b = b[k:]
+		} else {
+			k := min(p.left, uint32(len(b)))
+			p.left -= k
+			b = b[k:]
+		}
+		if p.left == 0 {
+			p.endFrame()
+		}
+	}
+	return 0
+}
+
+// endFrame ends the frame in progress: a stream it ends forgets its
+// message.
+func (p *parser) endFrame() {
+	p.inFrame = false
+	var end bool
+	switch p.fh.Type {
+	case http2.FrameData:
+		end = p.fh.Flags.Has(http2.FlagDataEndStream)
+	case http2.FrameHeaders:
+		end = p.fh.Flags.Has(http2.FlagHeadersEndStream)
+	case http2.FrameRSTStream:
+		end = true
+	}
+	if end {
+		if m, ok := p.streams[p.fh.StreamID]; ok {
+			p.held -= m.have + recordCost
+			delete(p.streams, p.fh.StreamID)
+		}
+	}
+}
+
+// data follows d, the data of a DATA frame of stream id.
+func (p *parser) data(id uint32, d []byte) int64 {
+	m, ok := p.streams[id]
+	for len(d) > 0 {
+		if !ok {
+			if p.held+recordCost > p.max {
+				return p.held + recordCost
+			}
+			m, ok = msg{}, true
+			p.held += recordCost
+		}
+		if m.np < 5 {
+			k := copy(m.prefix[m.np:], d)
+			m.np += uint8(k)
+			d = d[k:]
+			if m.np == 5 {
+				m.need = uint32(m.prefix[1])<<24 | uint32(m.prefix[2])<<16 | uint32(m.prefix[3])<<8 | uint32(m.prefix[4])
+			}
+		} else {
+			k := min(m.need, uint32(len(d)))
+			if p.held+int64(k) > p.max {
+				return p.held + int64(k)
+			}
+			m.need -= k
+			m.have += int64(k)
+			p.held += int64(k)
+			d = d[k:]
+		}
+		if m.np == 5 && m.need == 0 {
+			// Complete: gRPC hands it to the handler.
+			p.held -= m.have + recordCost
+			delete(p.streams, id)
+			ok = false
+		}
+	}
+	if ok {
+		p.streams[id] = m
+	}
+	return 0
+}
