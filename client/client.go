@@ -10,41 +10,12 @@ import (
 	"time"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
-
-// Options tune a Client. The zero value is usable.
-type Options struct {
-	// DoesNotExistTimeout is how long a subscribed resource may go
-	// unanswered on a connected stream before watchers are told it does not
-	// exist (SotW has no such signal; docs/protocol.md §1.8). Default 15s;
-	// negative: never.
-	DoesNotExistTimeout time.Duration
-	// AltTimeout is how long a name's authority may be unreachable before
-	// its #alt= URL is fetched instead. Default 5s.
-	AltTimeout time.Duration
-	// BackoffBase and BackoffMax bound reconnection backoff (exponential,
-	// with jitter). Defaults 100ms and 30s.
-	BackoffBase, BackoffMax time.Duration
-	// MaxRedirects bounds a chain of TP1 redirects. Default 8.
-	MaxRedirects int
-	// Validate, when set, is an application's own check of every resource
-	// received; an error rejects (NACKs) the resource and keeps its last
-	// good value. It runs on the stream's receiving goroutine before the
-	// response is applied, with no lock held: it must be quick (the stream
-	// reads nothing meanwhile) and must not Close the client.
-	Validate func(v *resource.Variant, m proto.Message) error
-	// DialOptions are added to every server connection.
-	DialOptions []grpc.DialOption
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
-}
 
 // Client is an xDS client: it subscribes to resources of any type from the
 // servers of their authorities and caches them.
@@ -239,14 +210,6 @@ func (c *Client) routeNow(n string) error {
 	return err
 }
 
-// Stats are a client's counters, for tests and diagnostics.
-type Stats struct {
-	Responses int64 // responses received
-	Resources int64 // resources received (and accepted)
-	NACKs     int64 // responses NACKed
-	Connected int   // channels with a healthy stream
-}
-
 // Stats reports the client's counters (zero once it is closed).
 func (c *Client) Stats() Stats {
 	var s Stats
@@ -261,26 +224,6 @@ func (c *Client) Stats() Stats {
 		}
 	})
 	return s
-}
-
-// Upstream is one upstream stream as admin pages show it.
-type Upstream struct {
-	Servers []string `json:"servers"`
-	// Connected is the server streaming, if any: its stream has answered,
-	// or stayed open a while.
-	Connected string `json:"connected,omitempty"`
-	// Connecting is the server a stream is open to that has not yet proved
-	// healthy (it may still fail at once, as a server that is not an xDS
-	// server does).
-	Connecting string `json:"connecting,omitempty"`
-	// DownSince is when the last healthy stream ended (or the client
-	// started), while none is.
-	DownSince     string `json:"down_since,omitempty"`
-	LastError     string `json:"last_error,omitempty"`
-	Subscriptions int    `json:"subscriptions"`
-	Responses     int64  `json:"responses"`
-	Resources     int64  `json:"resources"`
-	NACKs         int64  `json:"nacks"`
 }
 
 // Upstreams reports each upstream stream: its servers, which one it is

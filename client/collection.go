@@ -11,14 +11,6 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// CollectionMember is one member of a list collection: an inline entry, or
-// a resource a locator entry points at.
-type CollectionMember struct {
-	Name    string // the entry's name (inline) or the locator's URN
-	Variant *resource.Variant
-	Inline  bool
-}
-
 // WatchCollection watches a TP1 list collection and calls h with its whole
 // membership whenever it or any member changes: inline entries are taken as
 // they are, locator entries are watched. Members not (yet) fetched are

@@ -19,7 +19,7 @@ import (
 )
 
 // public are the packages a Go user may import.
-var public = []string{"name", "constraint", "resource", "resource/files", "client", "server", "relay"}
+var public = []string{"name", "constraint", "resource", "resource/files", "client", "client/clientdata", "server", "relay"}
 
 const module = "github.com/xdsd/xdsd/"
 

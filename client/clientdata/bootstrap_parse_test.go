@@ -1,4 +1,4 @@
-package client
+package clientdata
 
 import (
 	"encoding/json"

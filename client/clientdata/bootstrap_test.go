@@ -1,4 +1,4 @@
-package client
+package clientdata
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -35,21 +34,6 @@ func mustParseBootstrap(t *testing.T, data string) *Bootstrap {
 		t.Fatalf("ParseBootstrap: %v\n%s", err, data)
 	}
 	return b
-}
-
-// startClient starts a client of the bootstrap data with o (quiet unless
-// o says otherwise), closed when the test ends.
-func startClient(t *testing.T, data string, o Options) *Client {
-	t.Helper()
-	if o.Logger == nil {
-		o.Logger = testorigin.Quiet
-	}
-	c, err := New(mustParseBootstrap(t, data), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 func mustLoadBootstrap(t *testing.T, name string) *Bootstrap {

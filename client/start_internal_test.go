@@ -1,0 +1,26 @@
+package client
+
+import (
+	"testing"
+
+	"github.com/xdsd/xdsd/internal/testutil/testorigin"
+)
+
+// startClient starts a client of the bootstrap data with o (quiet unless
+// o says otherwise), closed when the test ends.
+func startClient(t *testing.T, data string, o Options) *Client {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testorigin.Quiet
+	}
+	b, err := ParseBootstrap([]byte(data))
+	if err != nil {
+		t.Fatalf("ParseBootstrap: %v\n%s", err, data)
+	}
+	c, err := New(b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
