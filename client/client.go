@@ -1,123 +1,77 @@
 package client
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
-	"sort"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
+	"context"
 
 	"github.com/xdsd/xdsd/internal/cachepolicy"
-	"github.com/xdsd/xdsd/internal/db"
-	"github.com/xdsd/xdsd/name"
-	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/internal/clientcore"
 )
 
 // Client is an xDS client: it subscribes to resources of any type from the
 // servers of their authorities and caches them.
-//
-// Its state has two owners, each a goroutine that runs callbacks one at a
-// time (a serializer, as in grpc-go's xDS client), so none of it is
-// guarded by a lock. The state goroutine owns the upstream side and the
-// cache's bookkeeping: the channels (one per server list) with their
-// subscriptions, what they hold, TTL timers and requests due; the
-// resources' statuses and does-not-exist timers; what lingers through an
-// outage. The db's interest hooks, the streams' goroutines and timers hand
-// it their work and wait for it where they must. The handler goroutine
-// owns the watchers: their subscriptions in the db, what each was last
-// told, #alt= choices, and it calls the handlers. The cache's contents are
-// in the db, which has its own lock. No user code runs on the state
-// goroutine: Options.Validate runs on a stream's receiving goroutine,
-// handlers on the handler goroutine.
 type Client struct {
-	b      *Bootstrap
-	o      Options
-	policy cachepolicy.Policy
-	db     *db.DB
-
-	state    *serializer // runs the state goroutine
-	handlers *serializer // runs the handler goroutine
-
-	// Owned by the state goroutine.
-	channels map[string]*channel
-	status   map[db.Key]*resStatus // by type and name
-	// lingering are ended interests whose cache entries outlive them
-	// because their upstream is down: a subscriber arriving meanwhile (a
-	// client restarted during the outage) is served from the cache. They
-	// are evicted once the upstream is healthy again.
-	lingering map[db.Key]linger
-	// kept are upstream subscriptions with no subscriber left, kept for
-	// Policy.Linger (a relay's --cache-linger) by a timer that ends them.
-	kept    map[db.Key]*time.Timer
-	touched map[db.Key]struct{} // statuses changed by the running callback
-	closed  bool
-
-	// views are the statuses as watchers see them: written by the state
-	// goroutine as statuses change, read by the handler goroutine.
-	views sync.Map // db.Key → statusView
-
-	// Owned by the handler goroutine.
-	watchers  map[db.Key]map[*watcher]struct{} // by type and name watched or followed
-	alts      map[*watcher]struct{}            // watchers with an #alt= fallback
-	altTimers map[*time.Timer]struct{}         // pending #alt= rechecks
-
-	closing   atomic.Bool   // Close has begun: no handler call starts
-	inHandler atomic.Bool   // a handler call is under way
-	closeDone chan struct{} // closed when the first Close is through
+	c *clientcore.Client
 }
 
 // New starts a client. Close it when done.
 func New(b *Bootstrap, o Options) (*Client, error) {
-	return newClient(b, o, cachepolicy.Policy{})
+	c, err := clientcore.New(b, o, cachepolicy.Policy{})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{c: c}, nil
 }
 
-func init() {
-	cachepolicy.NewCache = func(b *Bootstrap, o Options, p cachepolicy.Policy) (*Client, *db.DB, error) {
-		c, err := newClient(b, o, p)
-		if err != nil {
-			return nil, nil, err
-		}
-		return c, c.db, nil
-	}
+// Handler receives a watcher's events. Handlers are called one at a time, in
+// order, on the client's handler goroutine; they must not block for long.
+// A handler may start and cancel watches, and may Close the client.
+type Handler func(Event)
+
+// CancelFunc ends a watch, as the end of its context does. It never
+// blocks: it returns a channel that is closed once the watch's handler
+// will not be called again — at once if no call is under way, else when
+// that call returns. A handler may cancel its own watch or another, but
+// must not wait on the channel (it would wait for itself). Calling it
+// again returns the same channel.
+type CancelFunc func() <-chan struct{}
+
+// Watch subscribes to a resource of any type and calls h with every change.
+// name may be a legacy name, an xdstp:// URN, a glob collection URL
+// (".../*", delta only), "*" (every resource of the type), a VHDS
+// "<route config>/<host>", and may carry #alt= (fetched while the name's
+// authority is unreachable) and, on a list collection, #entry= (deliver that
+// inline entry). A watcher is told the cached value at once if there is
+// one.
+//
+// cancel, or the end of ctx, stops the watch; the last watcher of a
+// resource unsubscribes it upstream. cancel never waits for a handler:
+// the channel it returns is closed once h will not be called again.
+//
+// A name from configuration may not carry xds.* context parameters: TP1
+// reserves them for attributes the client computes, which WatchComputed
+// adds.
+func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
+	return c.c.Watch(ctx, typeURL, n, h)
 }
 
-func newClient(b *Bootstrap, o Options, p cachepolicy.Policy) (*Client, error) {
-	if b == nil || len(b.Servers) == 0 {
-		return nil, errors.New("client: a bootstrap with at least one server is needed")
-	}
-	if o.DoesNotExistTimeout == 0 {
-		o.DoesNotExistTimeout = 15 * time.Second
-	}
-	if p.NeverTimeOut {
-		o.DoesNotExistTimeout = -1
-	}
-	if o.AltTimeout <= 0 {
-		o.AltTimeout = 5 * time.Second
-	}
-	if o.BackoffBase <= 0 {
-		o.BackoffBase = 100 * time.Millisecond
-	}
-	if o.BackoffMax <= 0 {
-		o.BackoffMax = 30 * time.Second
-	}
-	if o.MaxRedirects <= 0 {
-		o.MaxRedirects = 8
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	c := &Client{b: b, o: o, policy: p,
-		channels: map[string]*channel{}, status: map[db.Key]*resStatus{}, lingering: map[db.Key]linger{}, kept: map[db.Key]*time.Timer{}, touched: map[db.Key]struct{}{},
-		watchers: map[db.Key]map[*watcher]struct{}{}, alts: map[*watcher]struct{}{}, altTimers: map[*time.Timer]struct{}{},
-		closeDone: make(chan struct{})}
-	c.state = newSerializer(c.publish)
-	c.handlers = newSerializer(nil)
-	c.db = db.NewCache(db.Hooks{Interest: c.interest, Subscribed: c.subscribed})
-	return c, nil
+// WatchComputed is Watch of an xdstp:// name with computed attributes
+// added to its context parameters as xds.resource.KEY=VALUE (TP1 "Context
+// parameters"): an on-demand listener found by the VIP a request was sent
+// to, say, is watched as NAME with {"vip": "96.54.3.1"}. The server
+// matches them like any context parameter: it serves the resource
+// authored under the name with those parameters.
+func (c *Client) WatchComputed(ctx context.Context, typeURL, n string, attrs map[string]string, h Handler) (cancel CancelFunc, err error) {
+	return c.c.WatchComputed(ctx, typeURL, n, attrs, h)
+}
+
+// WatchCollection watches a TP1 list collection and calls h with its whole
+// membership whenever it or any member changes: inline entries are taken as
+// they are, locator entries are watched. Members not (yet) fetched are
+// left out; errors go to onErr when it is set. cancel, or the end of ctx,
+// stops it, as for Watch: the channel it returns is closed once neither h
+// nor onErr will be called again.
+func (c *Client) WatchCollection(ctx context.Context, typeURL, collection string, h func([]CollectionMember), onErr func(error)) (cancel CancelFunc, err error) {
+	return c.c.WatchCollection(ctx, typeURL, collection, h, onErr)
 }
 
 // Close stops every stream, timer and watcher: once it returns, no handler
@@ -125,149 +79,17 @@ func newClient(b *Bootstrap, o Options, p cachepolicy.Policy) (*Client, error) {
 // be called from a handler — but for nothing else: wait on a watch's
 // CancelFunc channel to know its handler has returned. A Close racing
 // another waits for it.
-func (c *Client) Close() {
-	if c.closing.CompareAndSwap(false, true) {
-		var chans []*channel
-		c.state.Do(func() {
-			c.closed = true
-			for _, ch := range c.channels {
-				chans = append(chans, ch)
-				ch.stopTimers()
-			}
-			for _, st := range c.status {
-				if st.timer != nil {
-					st.timer.Stop()
-					st.timer = nil
-				}
-			}
-			for k, tm := range c.kept {
-				tm.Stop()
-				delete(c.kept, k)
-			}
-		})
-		for _, ch := range chans {
-			ch.stop()
-		}
-		c.state.Close()
-		<-c.state.Done()
-		c.handlers.Schedule(c.stopAltTimers)
-		c.handlers.Close()
-		close(c.closeDone)
-	}
-	<-c.closeDone
-	if !c.inHandler.Load() {
-		// (If a handler started after this load, it saw closing set and
-		// called nothing: see emit.)
-		<-c.handlers.Done()
-	}
-}
-
-// serversFor is the server list that serves a resource name: by its
-// authority for an xdstp:// name (federation), the top-level servers for a
-// legacy name (or, with Policy.AnyAuthority, for an authority the
-// bootstrap does not list).
-func (c *Client) serversFor(n string) ([]ServerConfig, error) {
-	authority, legacy := "", true
-	if u, err := name.Parse(n); err == nil && u.IsXDSTP() {
-		authority, legacy = u.Authority, false
-	}
-	servers, err := c.b.ServersFor(authority, legacy)
-	if err != nil && c.policy.AnyAuthority {
-		servers, err = c.b.ServersFor("", true)
-	}
-	return servers, err
-}
-
-// route finds (or makes) the channel serving a resource name; state
-// goroutine.
-func (c *Client) route(n string) (*channel, error) {
-	servers, err := c.serversFor(n)
-	if err != nil {
-		return nil, err
-	}
-	if c.closed {
-		return nil, errClosed
-	}
-	var key string
-	for _, s := range servers {
-		key += s.Key() + "\x00"
-	}
-	if ch := c.channels[key]; ch != nil {
-		return ch, nil
-	}
-	ch, err := newChannel(c, key, servers)
-	if err != nil {
-		return nil, err
-	}
-	c.channels[key] = ch
-	return ch, nil
-}
-
-// routeNow is route from any goroutine but the state one.
-func (c *Client) routeNow(n string) error {
-	err := errClosed
-	c.state.Do(func() { _, err = c.route(n) })
-	return err
-}
+func (c *Client) Close() { c.c.Close() }
 
 // Stats reports the client's counters (zero once it is closed).
-func (c *Client) Stats() Stats {
-	var s Stats
-	c.state.Do(func() {
-		for _, ch := range c.channels {
-			s.Responses += ch.responses
-			s.Resources += ch.received
-			s.NACKs += ch.nackCount
-			if ch.up() {
-				s.Connected++
-			}
-		}
-	})
-	return s
-}
+func (c *Client) Stats() Stats { return c.c.Stats() }
 
 // Upstreams reports each upstream stream: its servers, which one it is
 // connected to, and its subscriptions and counters (none once the client
 // is closed).
-func (c *Client) Upstreams() []Upstream {
-	var out []Upstream
-	c.state.Do(func() {
-		for _, ch := range c.channels {
-			out = append(out, ch.upstream())
-		}
-	})
-	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i].Servers) < fmt.Sprint(out[j].Servers) })
-	return out
-}
+func (c *Client) Upstreams() []Upstream { return c.c.Upstreams() }
 
 // UpstreamFor reports the upstream stream serving a resource name: so a
 // caller waiting for the name can tell a server that was never reached
 // from a resource that does not exist.
-func (c *Client) UpstreamFor(n string) (Upstream, error) {
-	var u Upstream
-	err := errClosed
-	c.state.Do(func() {
-		var ch *channel
-		if ch, err = c.route(n); err == nil {
-			u = ch.upstream()
-		}
-	})
-	return u, err
-}
-
-// redirectTarget reads a TP1 redirect's target.
-func redirectTarget(v *resource.Variant) (string, error) {
-	m, err := v.Message()
-	if err != nil {
-		return "", err
-	}
-	l, ok := m.(*xdscorev3.ResourceLocator)
-	if !ok {
-		return "", fmt.Errorf("redirect payload is a %T", m)
-	}
-	n, err := name.FromLocator(l)
-	if err != nil {
-		return "", err
-	}
-	return n.URN().String(), nil
-}
+func (c *Client) UpstreamFor(n string) (Upstream, error) { return c.c.UpstreamFor(n) }

@@ -5,9 +5,6 @@
 // the downstream protocol engine that serves it — so the rules live in one
 // value the relay owns, not as flags scattered through the core. A plain
 // client uses the zero Policy.
-//
-// The package also carries the one link between the relay and the client
-// that the client's public API does not offer: NewCache.
 package cachepolicy
 
 import (
@@ -62,15 +59,3 @@ type Policy struct {
 	// not exist, and the rest must not wait forever). Zero: 5s.
 	PendingWait time.Duration
 }
-
-// NewCache starts an xDS client that caches for others under a policy,
-// and returns it with its cache, which the protocol engine serves. Package
-// client sets it at init; its type is
-//
-//	func(*client.Bootstrap, client.Options, Policy) (*client.Client, *db.DB, error)
-//
-// which this package cannot name, client importing it (grpc-go links its
-// public packages to internal ones the same way). So the relay gets what
-// it needs of a client while the client's public API keeps neither the
-// policy nor its db.
-var NewCache any

@@ -23,8 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/internal/cachepolicy"
+	"github.com/xdsd/xdsd/internal/clientcore"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/resource"
@@ -33,7 +34,7 @@ import (
 // Options configure a Relay: relay.Options (whose fields say what each
 // does), and what only cmd/xdsd sets.
 type Options struct {
-	Client           client.Options
+	Client           clientdata.Options
 	MaxSubscriptions int
 	// MaxSubscriptionBytes and MaxConnSubscriptionBytes are
 	// protocol.Options' (zero: its defaults).
@@ -52,7 +53,7 @@ type Options struct {
 
 // Relay serves downstream xDS streams from a cache of its upstreams.
 type Relay struct {
-	client *client.Client
+	client *clientcore.Client
 	cache  *db.DB // the client's, served by proto
 	proto  *protocol.Server
 	hits   *prometheus.CounterVec
@@ -67,7 +68,7 @@ type Relay struct {
 // servers). Register it on a gRPC server made with
 // server.GRPCServerOptions(): a relay sends responses encoded once for all
 // its downstream clients, as a server does.
-func New(b *client.Bootstrap, o Options) (*Relay, error) {
+func New(b *clientdata.Bootstrap, o Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -84,16 +85,15 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	p := r.policy(o)
 	co := o.Client
 	co.Logger = o.Logger
-	newCache := cachepolicy.NewCache.(func(*client.Bootstrap, client.Options, cachepolicy.Policy) (*client.Client, *db.DB, error))
-	c, cache, err := newCache(b, co, p)
+	c, err := clientcore.New(b, co, p)
 	if err != nil {
 		return nil, err
 	}
-	r.client, r.cache = c, cache
+	r.client, r.cache = c, c.DB()
 	po := protocol.Options{MaxSubscriptions: o.MaxSubscriptions, MaxSubscriptionBytes: o.MaxSubscriptionBytes,
 		MaxConnSubscriptionBytes: o.MaxConnSubscriptionBytes, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
 		Logger: o.Logger, Registerer: o.Registerer, Guard: o.Guard}
-	r.proto = protocol.NewCacheServer(cache, po, p)
+	r.proto = protocol.NewCacheServer(r.cache, po, p)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(r.hits, r.misses, r.lingering, r.revived, &upstreamCollector{c: c})
 	}
@@ -154,7 +154,7 @@ func (r *Relay) Streams() []protocol.StreamStatus { return r.proto.Streams() }
 func (r *Relay) Protocol() *protocol.Server { return r.proto }
 
 // Upstreams reports the upstream streams.
-func (r *Relay) Upstreams() []client.Upstream { return r.client.Upstreams() }
+func (r *Relay) Upstreams() []clientdata.Upstream { return r.client.Upstreams() }
 
 // Resources lists what the cache holds, for the admin API.
 func (r *Relay) Resources(context.Context) (int64, []*resource.Variant, error) {
@@ -170,7 +170,7 @@ func (r *Relay) Resources(context.Context) (int64, []*resource.Variant, error) {
 }
 
 // upstreamCollector reports upstream subscriptions and connection state.
-type upstreamCollector struct{ c *client.Client }
+type upstreamCollector struct{ c *clientcore.Client }
 
 var (
 	upSubsDesc = prometheus.NewDesc("xdsd_relay_upstream_subscriptions", "Subscriptions held upstream, by upstream.", []string{"upstream"}, nil)

@@ -1,9 +1,11 @@
-package client
+package clientcore
 
 import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/client/clientdata"
+	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
@@ -13,17 +15,17 @@ import (
 // and a stream coming up or going down as Close runs starts neither a
 // does-not-exist timer nor a recheck.
 func TestCloseLeavesNoTimers(t *testing.T) {
-	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}],"authorities":{"p":{},"q":{}}}`))
+	b, err := clientdata.ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}],"authorities":{"p":{},"q":{}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(b, Options{Logger: testorigin.Quiet, AltTimeout: time.Hour})
+	c, err := New(b, clientdata.Options{Logger: testorigin.Quiet, AltTimeout: time.Hour}, cachepolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	primary := "xdstp://p/envoy.config.cluster.v3.Cluster/x"
-	cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt=xdstp://q/envoy.config.cluster.v3.Cluster/x", func(Event) {})
+	cancel, err := c.Watch(t.Context(), resource.ClusterURL, primary+"#alt=xdstp://q/envoy.config.cluster.v3.Cluster/x", func(clientdata.Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"context"
@@ -6,18 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
 
-// WatchCollection watches a TP1 list collection and calls h with its whole
-// membership whenever it or any member changes: inline entries are taken as
-// they are, locator entries are watched. Members not (yet) fetched are
-// left out; errors go to onErr when it is set. cancel, or the end of ctx,
-// stops it, as for Watch: the channel it returns is closed once neither h
-// nor onErr will be called again.
-func (c *Client) WatchCollection(ctx context.Context, typeURL, collection string, h func([]CollectionMember), onErr func(error)) (cancel CancelFunc, err error) {
+// WatchCollection is client.Client's WatchCollection, which documents it.
+func (c *Client) WatchCollection(ctx context.Context, typeURL, collection string, h func([]clientdata.CollectionMember), onErr func(error)) (cancel CancelFunc, err error) {
 	coll := resource.ForURL(typeURL)
 	if coll.Element == nil {
 		return nil, fmt.Errorf("%s is not a list collection type", coll.Name)
@@ -65,7 +61,7 @@ func (c *Client) WatchCollection(ctx context.Context, typeURL, collection string
 type listCollection struct {
 	c         *Client
 	elem      *resource.Type
-	h         func([]CollectionMember)
+	h         func([]clientdata.CollectionMember)
 	onErr     func(error)
 	cancelled atomic.Bool
 	members   map[string]CancelFunc // locator URL (with its directives) → cancel
@@ -74,14 +70,14 @@ type listCollection struct {
 }
 
 // onCollection follows the collection's locator entries.
-func (lc *listCollection) onCollection(e Event) {
+func (lc *listCollection) onCollection(e clientdata.Event) {
 	switch e.Kind {
-	case Errored:
+	case clientdata.Errored:
 		lc.reportErr(e.Err)
 		return
-	case Removed, DoesNotExist:
+	case clientdata.Removed, clientdata.DoesNotExist:
 		lc.coll = nil
-	case Updated:
+	case clientdata.Updated:
 		lc.coll = e.Variant
 	}
 	var errs []error
@@ -114,13 +110,13 @@ func (lc *listCollection) onCollection(e Event) {
 		if _, ok := lc.members[n]; ok {
 			continue
 		}
-		cf, err := lc.c.watch(context.Background(), lc.elem.URL, n, func(e Event) {
+		cf, err := lc.c.watch(context.Background(), lc.elem.URL, n, func(e clientdata.Event) {
 			switch e.Kind {
-			case Updated:
+			case clientdata.Updated:
 				lc.values[n] = e.Variant
-			case Removed, DoesNotExist:
+			case clientdata.Removed, clientdata.DoesNotExist:
 				delete(lc.values, n)
-			case Errored:
+			case clientdata.Errored:
 				lc.reportErr(e.Err)
 			}
 			lc.report()
@@ -154,20 +150,20 @@ func (lc *listCollection) report() {
 	if lc.isCancelled() {
 		return
 	}
-	var out []CollectionMember
+	var out []clientdata.CollectionMember
 	if lc.coll != nil {
 		entries, _ := resource.CollectionEntries(lc.coll.Body())
 		for _, en := range entries {
 			if ie := en.GetInlineEntry(); ie != nil {
 				a := ie.GetResource()
 				v := resource.NewVariant(lc.elem, ie.GetName(), constraint.Constraints{}, ie.GetVersion(), a.GetTypeUrl(), a.GetValue())
-				out = append(out, CollectionMember{Name: ie.GetName(), Variant: v, Inline: true})
+				out = append(out, clientdata.CollectionMember{Name: ie.GetName(), Variant: v, Inline: true})
 				continue
 			}
 			if l := en.GetLocator(); l != nil {
 				if n, err := name.FromLocator(l); err == nil {
 					if v := lc.values[n.String()]; v != nil {
-						out = append(out, CollectionMember{Name: n.URN().String(), Variant: v})
+						out = append(out, clientdata.CollectionMember{Name: n.URN().String(), Variant: v})
 					}
 				}
 			}

@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"errors"
@@ -13,7 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
 	"github.com/xdsd/xdsd/resource"
@@ -28,9 +30,9 @@ import (
 // and no goroutine of its own: the test drives it, on the client's state
 // goroutine. Resources named "bad" in a response of version "1" (SotW) or
 // "x" (delta) are rejected.
-func testChannel(t *testing.T, sotw bool) (*testCh, ServerConfig) {
+func testChannel(t *testing.T, sotw bool) (*testCh, clientdata.ServerConfig) {
 	t.Helper()
-	b, err := ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`))
+	b, err := clientdata.ParseBootstrap([]byte(`{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,16 +42,16 @@ func testChannel(t *testing.T, sotw bool) (*testCh, ServerConfig) {
 		}
 		return nil
 	}
-	c, err := New(b, Options{Logger: testorigin.Quiet, DoesNotExistTimeout: -1, Validate: reject})
+	c, err := New(b, clientdata.Options{Logger: testorigin.Quiet, DoesNotExistTimeout: -1, Validate: reject}, cachepolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	srv := ServerConfig{URI: "test"}
+	srv := clientdata.ServerConfig{URI: "test"}
 	if sotw {
 		srv.Transport = "sotw"
 	}
-	ch := &channel{c: c, servers: []ServerConfig{srv}, wake: make(chan struct{}, 1), types: map[string]*upType{},
+	ch := &channel{c: c, servers: []clientdata.ServerConfig{srv}, wake: make(chan struct{}, 1), types: map[string]*upType{},
 		connected: 0, healthy: true, versionsFrom: 0}
 	return &testCh{ch}, srv
 }
@@ -67,17 +69,17 @@ func (ch *testCh) testSubscribe(typeURL string, names ...string) {
 	}
 }
 
-func (ch *testCh) requests(srv ServerConfig) (out []proto.Message) {
+func (ch *testCh) requests(srv clientdata.ServerConfig) (out []proto.Message) {
 	ch.do(func() { out = ch.channel.requests(srv) })
 	return out
 }
 
-func (ch *testCh) handleSotW(r *discoveryv3.DiscoveryResponse, srv ServerConfig) {
+func (ch *testCh) handleSotW(r *discoveryv3.DiscoveryResponse, srv clientdata.ServerConfig) {
 	d := ch.c.decodeSotW(r)
 	ch.do(func() { ch.channel.handleSotW(r, d, srv) })
 }
 
-func (ch *testCh) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv ServerConfig) {
+func (ch *testCh) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, srv clientdata.ServerConfig) {
 	d := ch.c.decodeDelta(r)
 	ch.do(func() { ch.channel.handleDelta(r, d, srv) })
 }

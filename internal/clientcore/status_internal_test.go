@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/storetest"
@@ -18,7 +19,7 @@ import (
 // of a watched name is kept.
 func TestAnswerForUnwatchedNamesLeavesNoStatus(t *testing.T) {
 	c := newVHDSClient(t, "127.0.0.1:1")
-	cancel, err := c.Watch(context.Background(), resource.ClusterURL, "watched", func(Event) {})
+	cancel, err := c.Watch(context.Background(), resource.ClusterURL, "watched", func(clientdata.Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,19 +47,19 @@ func TestCollectionCancelLeavesNoMembers(t *testing.T) {
 	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
 	o.Apply(fmt.Sprintf("\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\nname: %q\n---\n", lis+"g/one") +
 		"\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c1\n")
-	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), Options{})
+	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), clientdata.Options{})
 	for _, w := range []struct{ typ, name, member string }{
 		{resource.ListenerURL, lis + "g/*", lis + "g/one"},
 		{resource.ClusterURL, "*", "c1"},
 	} {
-		got := make(chan Event, 10)
-		cancel, err := c.Watch(t.Context(), w.typ, w.name, func(e Event) { got <- e })
+		got := make(chan clientdata.Event, 10)
+		cancel, err := c.Watch(t.Context(), w.typ, w.name, func(e clientdata.Event) { got <- e })
 		if err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case e := <-got:
-			if e.Kind != Updated || e.Name != w.member {
+			if e.Kind != clientdata.Updated || e.Name != w.member {
 				t.Fatalf("%s: %v %s", w.name, e.Kind, e.Name)
 			}
 		case <-time.After(testutil.Wait):
@@ -84,15 +85,15 @@ func TestRedirectToUnknownAuthorityLeavesNoStatus(t *testing.T) {
 	o := testorigin.Start(t)
 	lis := "xdstp://a/envoy.config.listener.v3.Listener/"
 	o.Apply("type: lds\nname: " + lis + "r\nresource:\n  \"@type\": type.googleapis.com/xds.core.v3.ResourceLocator\n  authority: nowhere\n  resource_type: envoy.config.listener.v3.Listener\n  id: x\n")
-	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), Options{})
-	got := make(chan Event, 10)
-	cancel, err := c.Watch(t.Context(), resource.ListenerURL, lis+"r", func(e Event) { got <- e })
+	c := startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}],"authorities":{"a":{}}}`, o.Addr), clientdata.Options{})
+	got := make(chan clientdata.Event, 10)
+	cancel, err := c.Watch(t.Context(), resource.ListenerURL, lis+"r", func(e clientdata.Event) { got <- e })
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case e := <-got:
-		if e.Kind != Errored {
+		if e.Kind != clientdata.Errored {
 			t.Fatalf("%v %v", e.Kind, e.Err)
 		}
 	case <-time.After(testutil.Wait):

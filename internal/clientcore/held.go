@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
@@ -20,7 +21,7 @@ import (
 // handleSotW applies a SotW response: the valid resources go to the db, the
 // invalid ones are NACKed with the reason while their last good value
 // stays; a full-state type's missing resources are deleted (§1.7).
-func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, rc *received, srv ServerConfig) {
+func (ch *channel) handleSotW(r *discoveryv3.DiscoveryResponse, rc *received, srv clientdata.ServerConfig) {
 	t := ch.types[r.TypeUrl]
 	if t == nil {
 		return
@@ -88,13 +89,13 @@ func unsuperseded(prev *pendingAck, b *decoded, fullState bool) []rejection {
 }
 
 // logNACK logs a response rejected (in part), with the reasons.
-func (ch *channel) logNACK(srv ServerConfig, typeURL, version string, b *decoded) {
+func (ch *channel) logNACK(srv clientdata.ServerConfig, typeURL, version string, b *decoded) {
 	if len(b.errs) > 0 {
 		ch.c.o.Logger.Warn("xDS response rejected (NACK)", "server", srv.URI, "type", typeURL, "version", version, "reason", strings.Join(b.errs, "; "))
 	}
 }
 
-func hasFeature(s ServerConfig, f string) bool {
+func hasFeature(s clientdata.ServerConfig, f string) bool {
 	for _, x := range s.ServerFeatures {
 		if x == f {
 			return true
@@ -104,7 +105,7 @@ func hasFeature(s ServerConfig, f string) bool {
 }
 
 // handleDelta applies a delta response (§2).
-func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, rc *received, srv ServerConfig) {
+func (ch *channel) handleDelta(r *discoveryv3.DeltaDiscoveryResponse, rc *received, srv clientdata.ServerConfig) {
 	t := ch.types[r.TypeUrl]
 	if t == nil {
 		return

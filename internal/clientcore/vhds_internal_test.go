@@ -1,8 +1,9 @@
-package client
+package clientcore
 
 import (
 	"context"
 	"fmt"
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"net"
 	"testing"
@@ -23,7 +24,7 @@ import (
 func newVHDSClient(t *testing.T, addr string) *Client {
 	t.Helper()
 	return startClient(t, fmt.Sprintf(`{"xds_servers":[{"server_uri":%q,"channel_creds":[{"type":"insecure"}]}]}`, addr),
-		Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+		clientdata.Options{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 }
 
 // vhdsLeftovers lists what a client still knows of virtual hosts: what
@@ -58,17 +59,17 @@ func channelOf(c *Client, n string) (ch *channel) {
 	return ch
 }
 
-func watchEvents(t *testing.T, c *Client, n string) (chan Event, CancelFunc) {
+func watchEvents(t *testing.T, c *Client, n string) (chan clientdata.Event, CancelFunc) {
 	t.Helper()
-	got := make(chan Event, 10)
-	cancel, err := c.Watch(context.Background(), resource.VirtualHostURL, n, func(e Event) { got <- e })
+	got := make(chan clientdata.Event, 10)
+	cancel, err := c.Watch(context.Background(), resource.VirtualHostURL, n, func(e clientdata.Event) { got <- e })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return got, cancel
 }
 
-func expectKind(t *testing.T, got chan Event, k EventKind) {
+func expectKind(t *testing.T, got chan clientdata.Event, k clientdata.EventKind) {
 	t.Helper()
 	select {
 	case e := <-got:
@@ -89,7 +90,7 @@ func TestVHDSCancelForgetsVirtualHost(t *testing.T) {
 	o.Apply("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: rc/web\ndomains: [\"*.example.org\"]\n")
 	c := newVHDSClient(t, o.Addr)
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
-	expectKind(t, got, Updated)
+	expectKind(t, got, clientdata.Updated)
 	<-cancel()
 	ch := channelOf(c, "rc/a.example.org")
 	if left := vhdsLeftovers(c, ch); left != "" {
@@ -106,7 +107,7 @@ func TestVHDSCancelForgetsVirtualHost(t *testing.T) {
 	})
 	got, cancel = watchEvents(t, c, "rc/a.example.org")
 	defer cancel()
-	expectKind(t, got, Updated)
+	expectKind(t, got, clientdata.Updated)
 }
 
 // A VHDS watch ending while its upstream is down leaves its virtual host
@@ -118,7 +119,7 @@ func TestVHDSLingeringEvictionTakesVirtualHost(t *testing.T) {
 	o.Apply("\"@type\": type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: rc/web\ndomains: [\"*.example.org\"]\n")
 	c := newVHDSClient(t, o.Addr)
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
-	expectKind(t, got, Updated)
+	expectKind(t, got, clientdata.Updated)
 	o.Stop()
 	ch := channelOf(c, "rc/a.example.org")
 	testutil.Eventually(t, "the stream to go down", func() (down bool) {
@@ -182,7 +183,7 @@ func TestVHDSCancelStopsVirtualHostTTL(t *testing.T) {
 	t.Cleanup(g.Stop)
 	c := newVHDSClient(t, l.Addr().String())
 	got, cancel := watchEvents(t, c, "rc/a.example.org")
-	expectKind(t, got, Updated)
+	expectKind(t, got, clientdata.Updated)
 	ch := channelOf(c, "rc/a.example.org")
 	var timers int
 	c.state.Do(func() { timers = len(ch.types[resource.VirtualHostURL].ttl) })

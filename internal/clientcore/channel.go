@@ -1,9 +1,10 @@
-package client
+package clientcore
 
 import (
 	"context"
 	"time"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
@@ -72,7 +73,7 @@ type upType struct {
 type channel struct {
 	c       *Client
 	key     string
-	servers []ServerConfig
+	servers []clientdata.ServerConfig
 	tr      transport
 
 	wake   chan struct{} // signals the session that requests may be due
@@ -98,7 +99,7 @@ type channel struct {
 }
 
 // newChannel makes the channel of servers and starts its goroutine.
-func newChannel(c *Client, key string, servers []ServerConfig) (*channel, error) {
+func newChannel(c *Client, key string, servers []clientdata.ServerConfig) (*channel, error) {
 	tr, err := dial(servers, c.o)
 	if err != nil {
 		return nil, err
@@ -376,8 +377,8 @@ func (ch *channel) hasAnswered(typeURL, n string) bool {
 func (ch *channel) up() bool { return ch.connected >= 0 && ch.healthy }
 
 // upstream describes the channel for Upstreams.
-func (ch *channel) upstream() Upstream {
-	u := Upstream{}
+func (ch *channel) upstream() clientdata.Upstream {
+	u := clientdata.Upstream{}
 	for _, s := range ch.servers {
 		u.Servers = append(u.Servers, s.URI)
 	}

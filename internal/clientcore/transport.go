@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/client/clientdata"
 )
 
 // transport carries a channel's ADS streams to its servers (grpc-go's xDS
@@ -37,7 +39,7 @@ type grpcTransport struct {
 	base, most time.Duration // the client's backoff, for ready
 }
 
-func dial(servers []ServerConfig, o Options) (*grpcTransport, error) {
+func dial(servers []clientdata.ServerConfig, o clientdata.Options) (*grpcTransport, error) {
 	t := &grpcTransport{base: o.BackoffBase, most: o.BackoffMax}
 	for _, s := range servers {
 		creds, err := s.TransportCredentials()

@@ -1,9 +1,10 @@
-package client
+package clientcore
 
 import (
 	"errors"
 	"sort"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -32,7 +33,7 @@ func (w *watcher) deliver() {
 	if ferr != nil {
 		if ferr.Error() != w.lastErr {
 			w.lastErr = ferr.Error()
-			w.emit(Event{Kind: Errored, Err: ferr, Variant: w.last, Via: via})
+			w.emit(clientdata.Event{Kind: clientdata.Errored, Err: ferr, Variant: w.last, Via: via})
 		}
 		return
 	}
@@ -42,7 +43,7 @@ func (w *watcher) deliver() {
 			// Once: the collection's other entries may change meanwhile.
 			if err.Error() != w.lastErr {
 				w.lastErr = err.Error()
-				w.emit(Event{Kind: Errored, Err: err, Variant: w.last, Via: via})
+				w.emit(clientdata.Event{Kind: clientdata.Errored, Err: err, Variant: w.last, Via: via})
 			}
 			return
 		}
@@ -52,22 +53,22 @@ func (w *watcher) deliver() {
 	case v != nil:
 		if !sameVariant(v, w.last) {
 			w.last, w.toldAbsent = v, false
-			w.emit(Event{Kind: Updated, Variant: v, Via: via})
+			w.emit(clientdata.Event{Kind: clientdata.Updated, Variant: v, Via: via})
 		}
 	case st.absent:
 		if w.last != nil {
 			w.last = nil
 			w.toldAbsent = true
-			w.emit(Event{Kind: Removed, Via: via})
+			w.emit(clientdata.Event{Kind: clientdata.Removed, Via: via})
 		} else if !w.toldAbsent {
 			w.toldAbsent = true
-			w.emit(Event{Kind: DoesNotExist, Via: via})
+			w.emit(clientdata.Event{Kind: clientdata.DoesNotExist, Via: via})
 		}
 	}
 	if st.err != w.lastErr {
 		w.lastErr = st.err
 		if st.err != "" {
-			w.emit(Event{Kind: Errored, Err: errors.New(st.err), Variant: w.last, Via: via})
+			w.emit(clientdata.Event{Kind: clientdata.Errored, Err: errors.New(st.err), Variant: w.last, Via: via})
 		}
 	}
 }
@@ -121,7 +122,7 @@ func (w *watcher) deliverMembers() {
 				delete(w.memberErrs, n)
 			} else {
 				w.memberErrs[n] = msg
-				w.emit(Event{Kind: Errored, Name: n, Err: err, Variant: w.members[n], Via: vs})
+				w.emit(clientdata.Event{Kind: clientdata.Errored, Name: n, Err: err, Variant: w.members[n], Via: vs})
 			}
 		}
 	}
@@ -134,7 +135,7 @@ func (w *watcher) deliverMembers() {
 	for _, n := range order {
 		if v := cur[n]; v != nil && v != w.members[n] {
 			w.members[n] = v
-			w.emit(Event{Kind: Updated, Name: n, Variant: v, Via: via[n]})
+			w.emit(clientdata.Event{Kind: clientdata.Updated, Name: n, Variant: v, Via: via[n]})
 		}
 	}
 	var gone []string
@@ -146,12 +147,12 @@ func (w *watcher) deliverMembers() {
 	sort.Strings(gone)
 	for _, n := range gone {
 		delete(w.members, n)
-		w.emit(Event{Kind: Removed, Name: n})
+		w.emit(clientdata.Event{Kind: clientdata.Removed, Name: n})
 	}
 	st := w.c.view(w.typ, w.name)
 	if len(cur) == 0 && st.absent && !w.toldAbsent {
 		w.toldAbsent = true
-		w.emit(Event{Kind: DoesNotExist})
+		w.emit(clientdata.Event{Kind: clientdata.DoesNotExist})
 	}
 	if len(cur) > 0 {
 		w.toldAbsent = false
@@ -159,7 +160,7 @@ func (w *watcher) deliverMembers() {
 	if st.err != w.lastErr {
 		w.lastErr = st.err
 		if st.err != "" {
-			w.emit(Event{Kind: Errored, Err: errors.New(st.err)})
+			w.emit(clientdata.Event{Kind: clientdata.Errored, Err: errors.New(st.err)})
 		}
 	}
 }

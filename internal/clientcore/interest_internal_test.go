@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/testorigin"
@@ -18,8 +19,8 @@ import (
 // leaves the name subscribed upstream: the db's interest hooks reach the
 // client in the order of the changes (off, then on), never on then off.
 func TestWatchRacingLastCancelStaysSubscribed(t *testing.T) {
-	c := startClient(t, `{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`, Options{})
-	nop := func(Event) {}
+	c := startClient(t, `{"xds_servers":[{"server_uri":"127.0.0.1:1","channel_creds":[{"type":"insecure"}]}]}`, clientdata.Options{})
+	nop := func(clientdata.Event) {}
 	const rounds = 3000
 	lost := 0
 	for i := range rounds {
@@ -104,8 +105,8 @@ func lingerRound(t *testing.T, c *Client, o *testorigin.Origin, n int) {
 	for i := range n {
 		name := fmt.Sprintf("c%d", i)
 		var once sync.Once
-		cancel, err := c.Watch(context.Background(), resource.ClusterURL, name, func(e Event) {
-			if e.Kind == Updated {
+		cancel, err := c.Watch(context.Background(), resource.ClusterURL, name, func(e clientdata.Event) {
+			if e.Kind == clientdata.Updated {
 				once.Do(func() { got <- name })
 			}
 		})

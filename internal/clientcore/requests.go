@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"sort"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -260,7 +261,7 @@ func (ch *channel) node() *corev3.Node {
 // requests builds what is due on the stream: the first request of each
 // type (all its subscriptions; delta with initial_resource_versions),
 // subscription changes, and ACKs/NACKs.
-func (ch *channel) requests(srv ServerConfig) []proto.Message {
+func (ch *channel) requests(srv clientdata.ServerConfig) []proto.Message {
 	var out []proto.Message
 	urls := make([]string, 0, len(ch.types))
 	for u := range ch.types {

@@ -1,4 +1,4 @@
-package client
+package clientcore
 
 import (
 	"context"
@@ -8,24 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdsd/xdsd/client/clientdata"
 	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/name"
 	"github.com/xdsd/xdsd/resource"
 )
-
-// Handler receives a watcher's events. Handlers are called one at a time, in
-// order, on the client's handler goroutine; they must not block for long.
-// A handler may start and cancel watches, and may Close the client.
-type Handler func(Event)
-
-// CancelFunc ends a watch, as the end of its context does. It never
-// blocks: it returns a channel that is closed once the watch's handler
-// will not be called again — at once if no call is under way, else when
-// that call returns. A handler may cancel its own watch or another, but
-// must not wait on the channel (it would wait for itself). Calling it
-// again returns the same channel.
-type CancelFunc func() <-chan struct{}
 
 // watcher is one watch. Its delivery state is the handler goroutine's.
 type watcher struct {
@@ -55,21 +43,7 @@ type watcher struct {
 	usingAlt   bool
 }
 
-// Watch subscribes to a resource of any type and calls h with every change.
-// name may be a legacy name, an xdstp:// URN, a glob collection URL
-// (".../*", delta only), "*" (every resource of the type), a VHDS
-// "<route config>/<host>", and may carry #alt= (fetched while the name's
-// authority is unreachable) and, on a list collection, #entry= (deliver that
-// inline entry). A watcher is told the cached value at once if there is
-// one.
-//
-// cancel, or the end of ctx, stops the watch; the last watcher of a
-// resource unsubscribes it upstream. cancel never waits for a handler:
-// the channel it returns is closed once h will not be called again.
-//
-// A name from configuration may not carry xds.* context parameters: TP1
-// reserves them for attributes the client computes, which WatchComputed
-// adds.
+// Watch is client.Client's Watch, which documents it.
 func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cancel CancelFunc, err error) {
 	if err := resource.CheckConfiguredName(n); err != nil {
 		return nil, err
@@ -77,12 +51,7 @@ func (c *Client) Watch(ctx context.Context, typeURL, n string, h Handler) (cance
 	return c.watch(ctx, typeURL, n, h)
 }
 
-// WatchComputed is Watch of an xdstp:// name with computed attributes
-// added to its context parameters as xds.resource.KEY=VALUE (TP1 "Context
-// parameters"): an on-demand listener found by the VIP a request was sent
-// to, say, is watched as NAME with {"vip": "96.54.3.1"}. The server
-// matches them like any context parameter: it serves the resource
-// authored under the name with those parameters.
+// WatchComputed is client.Client's WatchComputed, which documents it.
 func (c *Client) WatchComputed(ctx context.Context, typeURL, n string, attrs map[string]string, h Handler) (cancel CancelFunc, err error) {
 	if err := resource.CheckConfiguredName(n); err != nil {
 		return nil, err
@@ -275,7 +244,7 @@ func (w *watcher) stop() {
 	delete(w.c.alts, w)
 }
 
-func (w *watcher) emit(e Event) {
+func (w *watcher) emit(e clientdata.Event) {
 	if w.cancelled.Load() {
 		return
 	}
