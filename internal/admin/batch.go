@@ -9,7 +9,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 
@@ -163,14 +162,22 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		if b.dryRun {
 			b.checked, b.before = b.check, &refs.Set{}
 		}
-		if err := a.stored.addTo(r.Context(), a.o.Store, b.check, b.before); err != nil {
-			return http.StatusInternalServerError, err
-		}
 		who := b.check.Describe()
 		if b.check.RuleSet() == clientcheck.Auto && b.check.Groups() == nil {
 			who += " (no client is connected or declared: Envoy's rules refuse, gRPC's warn; client=grpc, xdsd apply --client grpc, checks for gRPC, fleet=, xdsd apply --fleet FILE, declares the clients)"
 		}
-		b.findings, b.check = b.check.Findings(), nil
+		err := a.stored.check(r.Context(), a.o.Store, func(x *clientcheck.Index) {
+			if b.dryRun {
+				x.AddTo(b.check, b.before) // the plan needs the whole of both
+			} else {
+				b.check.On(x)
+			}
+			b.findings = b.check.Findings()
+		})
+		if err != nil {
+			return http.StatusInternalServerError, err
+		}
+		b.check = nil
 		errs := 0
 		for _, f := range b.findings {
 			if f.Severity == clientcheck.Error {
@@ -252,19 +259,22 @@ func ParseFleet(s string) ([]clientcheck.Group, error) {
 }
 
 // storedSummaries keeps, between applies, what the client checks need of
-// each stored variant, brought up to date from the store's changes, so
-// that an apply decodes only what changed since the last.
+// each stored variant (a clientcheck.Index), brought up to date from the
+// store's changes — those of every replica, through the store's change
+// feed — so that an apply decodes only what changed since the last, and
+// its checks look only near the batch: an apply of one cluster with a
+// million stored took 115 s when every stored variant was added to each
+// apply's checker.
 type storedSummaries struct {
 	mu    sync.Mutex
 	rev   int64
 	valid bool
-	byKey map[resource.Key]*clientcheck.Stored
+	index *clientcheck.Index
 }
 
-// addTo adds what the store holds to a checker, and, when before is not
-// nil, to before too: what clients get before the batch (a dry run's
-// plan), sharing the checker's entries.
-func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *clientcheck.Checker, before *refs.Set) error {
+// check brings the index up to date with the store and calls fn with it,
+// under the lock that keeps it from changing until fn returns.
+func (s *storedSummaries) check(ctx context.Context, st store.Store, fn func(*clientcheck.Index)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	since := int64(store.FromStart)
@@ -275,32 +285,22 @@ func (s *storedSummaries) addTo(ctx context.Context, st store.Store, k *clientch
 	if err != nil {
 		return err
 	}
-	if cs.Reset || s.byKey == nil {
-		s.byKey = map[resource.Key]*clientcheck.Stored{}
+	if cs.Reset || s.index == nil {
+		s.index = clientcheck.NewIndex()
 	}
 	for _, v := range cs.Puts {
 		m, err := v.Message()
 		if err != nil {
-			delete(s.byKey, v.Key())
+			s.index.Delete(v.Key())
 			continue // a payload this binary cannot read is not checked
 		}
-		s.byKey[v.Key()] = clientcheck.Summarize(v, m)
+		s.index.Put(v, m)
 	}
 	for _, key := range cs.Deletes {
-		delete(s.byKey, key)
+		s.index.Delete(key)
 	}
 	s.rev, s.valid = cs.Rev, true
-	keys := make([]resource.Key, 0, len(s.byKey))
-	for key := range s.byKey {
-		keys = append(keys, key)
-	}
-	slices.SortFunc(keys, store.CompareKeys)
-	for _, key := range keys {
-		k.AddStored(s.byKey[key])
-		if before != nil {
-			before.Add(s.byKey[key].Entry())
-		}
-	}
+	fn(s.index)
 	return nil
 }
 

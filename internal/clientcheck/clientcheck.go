@@ -2,6 +2,7 @@ package clientcheck
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -107,6 +108,10 @@ type Checker struct {
 	listens  []listening
 	maxFound int
 	dropped  int
+	// base, when set (On), is what the store holds, kept between applies:
+	// set then holds the batch alone, and the checks across resources
+	// look only near it.
+	base *Index
 }
 
 // MaxFindings bounds the findings a Checker keeps; past it they are
@@ -263,7 +268,11 @@ func (k *Checker) Findings() []Finding {
 	}
 	found = append(found, k.danglingFindings()...)
 	if k.runs(Envoy) {
-		found = append(found, k.listenerConflicts()...)
+		listens := k.listens
+		if k.base != nil {
+			listens = append(slices.Clip(listens), k.base.listensAt(k)...)
+		}
+		found = append(found, k.listenerConflicts(listens)...)
 	}
 	if len(found) > k.maxFound {
 		k.dropped += len(found) - k.maxFound
@@ -312,6 +321,14 @@ func (k *Checker) judge(f Finding) Finding {
 	return f
 }
 
+// resolver finds the references that resolve to nothing: in a Set of
+// the batch and what the store holds, or near the batch (refs.Over).
+type resolver interface {
+	Dangling(wildcard ...string) []refs.Dangling
+	DanglingAsked(params []constraint.Params, asks refs.Asks) []refs.Dangling
+	Restrict(p constraint.Params) constraint.Params
+}
+
 // edge is a reference of one variant.
 type edge struct {
 	from *refs.Entry
@@ -333,7 +350,11 @@ func (k *Checker) danglingFindings() []Finding {
 		}
 		return e
 	}
-	for _, d := range k.set.Dangling(k.wildcard()...) {
+	var set resolver = &k.set
+	if k.base != nil {
+		set = refs.NewOver(&k.base.set, &k.set)
+	}
+	for _, d := range set.Dangling(k.wildcard()...) {
 		note(d)
 	}
 	hits := map[edge][]Group{}
@@ -348,7 +369,7 @@ func (k *Checker) danglingFindings() []Finding {
 		params := map[probe]constraint.Params{}
 		members := map[probe][]Group{}
 		for _, g := range k.groups {
-			p := k.set.Restrict(g.Params)
+			p := set.Restrict(g.Params)
 			pr := probe{k.ruleOf(g) != GRPC, p.Key()}
 			if _, ok := params[pr]; !ok {
 				probes = append(probes, pr)
@@ -357,7 +378,7 @@ func (k *Checker) danglingFindings() []Finding {
 			members[pr] = append(members[pr], g)
 		}
 		for _, pr := range probes {
-			for _, d := range k.set.DanglingAsked([]constraint.Params{params[pr]}, asks(pr.whole)) {
+			for _, d := range set.DanglingAsked([]constraint.Params{params[pr]}, asks(pr.whole)) {
 				e := note(d)
 				hits[e] = append(hits[e], members[pr]...)
 			}
@@ -488,10 +509,10 @@ type listening struct {
 // parameter set) that bind the same address: Envoy refuses the second
 // ("error adding listener: 'b' has duplicate address '0.0.0.0:80' as
 // existing listener"; source/common/listener_manager/listener_manager_impl.cc).
-func (k *Checker) listenerConflicts() []Finding {
+func (k *Checker) listenerConflicts(listens []listening) []Finding {
 	byAddr := map[string][]listening{}
 	var addrs []string
-	for _, l := range k.listens {
+	for _, l := range listens {
 		if _, ok := byAddr[l.addr]; !ok {
 			addrs = append(addrs, l.addr)
 		}

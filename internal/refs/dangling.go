@@ -142,24 +142,13 @@ func (s *Set) ReachAsked(p constraint.Params, asks Asks) []*Entry {
 }
 
 func (s *Set) rootsWhere(asks Asks) []group {
-	referenced := map[group]bool{}
-	for _, e := range s.order {
-		for _, r := range e.Refs {
-			referenced[group{r.Type, r.Name}] = true
-		}
-	}
 	var roots []group
 	for g := range s.groups {
-		if asks(g.typ, referenced[g]) {
+		if asks(g.typ, len(s.referrers[g]) > 0) {
 			roots = append(roots, g)
 		}
 	}
-	sort.Slice(roots, func(i, j int) bool {
-		if roots[i].typ != roots[j].typ {
-			return roots[i].typ < roots[j].typ
-		}
-		return roots[i].name < roots[j].name
-	})
+	sortGroups(roots)
 	return roots
 }
 
@@ -202,6 +191,34 @@ func (s *Set) dangling(params []constraint.Params, wildcard []string) []Dangling
 }
 
 func (s *Set) danglingFrom(params []constraint.Params, roots []group) []Dangling {
+	return danglingIn(s, len(s.stats.values) > 0, params, roots, nil)
+}
+
+// graph is what following references reads of the variants: a Set's, or
+// a batch's over a store's (Over).
+type graph interface {
+	variants(typeURL, name string) []*Entry
+	Follows(name string) bool
+}
+
+func (s *Set) variants(typeURL, name string) []*Entry { return s.groups[group{typeURL, name}] }
+
+// pick is Set.Pick in any graph.
+func pick(gr graph, typeURL, name string, p constraint.Params) *Entry {
+	for _, e := range gr.variants(typeURL, name) {
+		if e.Constraints.Match(p) {
+			return e
+		}
+	}
+	return nil
+}
+
+// danglingIn finds the references that do not resolve in gr, following
+// them from roots for each parameter set. With within, it follows only
+// references to the resources within holds: those whose variants may
+// reach the references the caller asks about (see Over), which it meets
+// in the order a walk of the whole graph would.
+func danglingIn(gr graph, tp2 bool, params []constraint.Params, roots []group, within map[group]bool) []Dangling {
 	type edge struct {
 		from *Entry
 		ref  int
@@ -210,7 +227,6 @@ func (s *Set) danglingFrom(params []constraint.Params, roots []group) []Dangling
 	var order []edge
 	seen := map[string]bool{} // per edge: parameter sets already listed
 	visits := 0
-	tp2 := len(s.values) > 0
 	for _, p := range params {
 		reached := map[*Entry]bool{}
 		var visit func(e *Entry)
@@ -221,17 +237,19 @@ func (s *Set) danglingFrom(params []constraint.Params, roots []group) []Dangling
 			reached[e] = true
 			visits++
 			for i, r := range e.Refs {
-				if !s.Follows(r.Name) {
+				if !gr.Follows(r.Name) {
 					continue
 				}
-				if t := s.Pick(r.Type, r.Name, p); t != nil {
-					visit(t)
+				if t := pick(gr, r.Type, r.Name, p); t != nil {
+					if within == nil || within[group{r.Type, r.Name}] {
+						visit(t)
+					}
 					continue
 				}
 				k := edge{e, i}
 				d := found[k]
 				if d == nil {
-					d = &Dangling{From: e, Ref: r, NoSuch: !s.Has(r.Type, r.Name), TP2: tp2, Keys: s.keysOf(e, r)}
+					d = &Dangling{From: e, Ref: r, NoSuch: len(gr.variants(r.Type, r.Name)) == 0, TP2: tp2, Keys: keysOf(gr, e, r)}
 					found[k] = d
 					order = append(order, k)
 				}
@@ -249,7 +267,7 @@ func (s *Set) danglingFrom(params []constraint.Params, roots []group) []Dangling
 			}
 		}
 		for _, g := range roots {
-			if e := s.Pick(g.typ, g.name, p); e != nil {
+			if e := pick(gr, g.typ, g.name, p); e != nil {
 				visit(e)
 			}
 		}
@@ -263,9 +281,9 @@ func (s *Set) danglingFrom(params []constraint.Params, roots []group) []Dangling
 
 // keysOf lists the keys that matter to a reference: those of the
 // referring variant and of the target's variants.
-func (s *Set) keysOf(e *Entry, r Ref) []string {
+func keysOf(gr graph, e *Entry, r Ref) []string {
 	keys := e.Constraints.Keys()
-	for _, t := range s.Variants(r.Type, r.Name) {
+	for _, t := range gr.variants(r.Type, r.Name) {
 		keys = append(keys, t.Constraints.Keys()...)
 	}
 	sort.Strings(keys)
@@ -298,7 +316,7 @@ func (s *Set) combinations(keys map[string]bool, f func(constraint.Params)) {
 	sort.Strings(ks)
 	choices := make([][]string, len(ks))
 	for i, k := range ks {
-		for v := range s.values[k] {
+		for v := range s.stats.values[k] {
 			choices[i] = append(choices[i], v)
 		}
 		sort.Strings(choices[i])
@@ -337,7 +355,7 @@ func (s *Set) combinations(keys map[string]bool, f func(constraint.Params)) {
 // the set's variants tell apart. It stops at maxParamSets.
 func (s *Set) ParamSets() []constraint.Params {
 	keys := map[string]bool{}
-	for k := range s.values {
+	for k := range s.stats.values {
 		keys[k] = true
 	}
 	var out []constraint.Params
@@ -377,7 +395,7 @@ func (s *Set) Uncovered(typeURL, name string) []constraint.Params {
 func (s *Set) Restrict(p constraint.Params) constraint.Params {
 	q := constraint.Params{}
 	for k, v := range p {
-		if _, ok := s.values[k]; ok {
+		if _, ok := s.stats.values[k]; ok {
 			q[k] = v
 		}
 	}

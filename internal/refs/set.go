@@ -2,6 +2,7 @@ package refs
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,35 +37,120 @@ func (e *Entry) Describe() string {
 type group struct{ typ, name string }
 
 // Set is the variants of the resources a client could be served, from
-// which it resolves references. The zero Set is empty and ready.
+// which it resolves references. The zero Set is empty and ready. A Set
+// may be kept and changed (Add, Remove), as the client checks keep one
+// of what a store holds between applies.
 type Set struct {
 	groups map[group][]*Entry
-	order  []*Entry
-	auths  map[string]bool            // authorities of the set's xdstp:// names
-	values map[string]map[string]bool // parameter key → values the variants mention
+	order  []*Entry // nil once an entry was removed (removed)
+	// removed says an entry was removed: Entries then lists by resource.
+	removed bool
+	auths   map[string]int // authorities of the set's xdstp:// names → the variants in each
+	stats   paramStats
+	// referrers lists, for each resource named by a reference, the
+	// variants that reference it (once per reference): what a change to
+	// it may affect.
+	referrers map[group][]*Entry
+}
+
+// paramStats counts the parameter keys and values the variants mention,
+// so that removing a variant forgets only what no other mentions.
+type paramStats struct {
+	values map[string]map[string]int // parameter key → value → variants comparing the key with it
+	keys   map[string]int            // parameter key → variants mentioning it
+}
+
+// count adds (d = 1) or removes (d = -1) what c mentions.
+func (ps *paramStats) count(c constraint.Constraints, d int) {
+	if c.IsZero() {
+		return
+	}
+	if ps.values == nil {
+		ps.values = map[string]map[string]int{}
+		ps.keys = map[string]int{}
+	}
+	for k, vs := range c.Values() {
+		ps.keys[k] += d
+		if ps.values[k] == nil {
+			ps.values[k] = map[string]int{}
+		}
+		for _, v := range vs {
+			if ps.values[k][v] += d; ps.values[k][v] <= 0 {
+				delete(ps.values[k], v)
+			}
+		}
+		if ps.keys[k] <= 0 {
+			delete(ps.keys, k)
+			delete(ps.values, k)
+		}
+	}
 }
 
 // Add puts a variant in the set.
 func (s *Set) Add(e *Entry) {
 	if s.groups == nil {
 		s.groups = map[group][]*Entry{}
-		s.auths = map[string]bool{}
-		s.values = map[string]map[string]bool{}
+		s.auths = map[string]int{}
+		s.referrers = map[group][]*Entry{}
 	}
 	g := group{e.Type, e.Name}
 	s.groups[g] = append(s.groups[g], e)
-	s.order = append(s.order, e)
+	if !s.removed {
+		s.order = append(s.order, e)
+	}
 	if a, ok := authority(e.Name); ok {
-		s.auths[a] = true
+		s.auths[a]++
 	}
-	for k, vs := range e.Constraints.Values() {
-		if s.values[k] == nil {
-			s.values[k] = map[string]bool{}
-		}
-		for _, v := range vs {
-			s.values[k][v] = true
+	s.stats.count(e.Constraints, 1)
+	for _, r := range e.Refs {
+		t := group{r.Type, r.Name}
+		s.referrers[t] = append(s.referrers[t], e)
+	}
+}
+
+// Remove takes a variant Add put in the set out of it; it does nothing
+// for one the set does not hold.
+func (s *Set) Remove(e *Entry) {
+	g := group{e.Type, e.Name}
+	es := s.groups[g]
+	i := slices.Index(es, e)
+	if i < 0 {
+		return
+	}
+	if es = slices.Delete(es, i, i+1); len(es) == 0 {
+		delete(s.groups, g)
+	} else {
+		s.groups[g] = es
+	}
+	s.order, s.removed = nil, true
+	if a, ok := authority(e.Name); ok {
+		if s.auths[a]--; s.auths[a] <= 0 {
+			delete(s.auths, a)
 		}
 	}
+	s.stats.count(e.Constraints, -1)
+	for _, r := range e.Refs {
+		t := group{r.Type, r.Name}
+		rs := s.referrers[t]
+		if j := slices.Index(rs, e); j >= 0 {
+			rs[j] = rs[len(rs)-1]
+			rs = rs[:len(rs)-1]
+		}
+		if len(rs) == 0 {
+			delete(s.referrers, t)
+		} else {
+			s.referrers[t] = rs
+		}
+	}
+}
+
+// Len is the number of variants in the set.
+func (s *Set) Len() int {
+	n := 0
+	for _, es := range s.groups {
+		n += len(es)
+	}
+	return n
 }
 
 // Has reports whether the set holds a variant of the resource.
@@ -73,8 +159,34 @@ func (s *Set) Has(typeURL, name string) bool { return len(s.groups[group{typeURL
 // Variants returns the variants of a resource the set holds.
 func (s *Set) Variants(typeURL, name string) []*Entry { return s.groups[group{typeURL, name}] }
 
-// Entries returns every variant in the set, in the order added.
-func (s *Set) Entries() []*Entry { return s.order }
+// Entries returns every variant in the set, in the order added; once a
+// variant was removed, by resource (type URL, then name) and in the order
+// added within each.
+func (s *Set) Entries() []*Entry {
+	if !s.removed {
+		return s.order
+	}
+	gs := make([]group, 0, len(s.groups))
+	for g := range s.groups {
+		gs = append(gs, g)
+	}
+	sortGroups(gs)
+	var out []*Entry
+	for _, g := range gs {
+		out = append(out, s.groups[g]...)
+	}
+	return out
+}
+
+// sortGroups sorts resources by type URL, then name.
+func sortGroups(gs []group) {
+	sort.Slice(gs, func(i, j int) bool {
+		if gs[i].typ != gs[j].typ {
+			return gs[i].typ < gs[j].typ
+		}
+		return gs[i].name < gs[j].name
+	})
+}
 
 // Pick returns the variant of a resource that a client with parameters p
 // gets: the one whose constraints match p (TP2 lets at most one match),
@@ -93,7 +205,7 @@ func (s *Set) Pick(typeURL, name string, p constraint.Params) *Entry {
 // in other authorities are some other server's to resolve.
 func (s *Set) Follows(n string) bool {
 	a, ok := authority(n)
-	return !ok || s.auths[a]
+	return !ok || s.auths[a] > 0
 }
 
 // authority returns the authority of an xdstp:// name.
@@ -110,8 +222,8 @@ func authority(n string) (string, bool) {
 
 // Keys lists the parameter keys the set's variants mention, sorted.
 func (s *Set) Keys() []string {
-	keys := make([]string, 0, len(s.values))
-	for k := range s.values {
+	keys := make([]string, 0, len(s.stats.values))
+	for k := range s.stats.values {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
