@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/xdsd/xdsd/internal/suggest"
+	"github.com/xdsd/xdsd/internal/tuning/initgc"
 )
 
 // usageError is bad usage: exit status 2.
@@ -52,6 +53,10 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'xdsd help <command>' (or 'xdsd <command> -h') for a command's flags.")
 }
+
+// The collector was off while the packages initialised (internal/tuning/initgc):
+// this init runs after every package main imports.
+func init() { initgc.Restore() }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
