@@ -326,6 +326,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	dryRun := fs.Bool("dry-run", false, "store nothing: print, for each group of clients, the variants it would newly get, lose and keep, and what would refuse the batch (exit status as apply's)")
 	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout)")
 	waitTimeout := fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
+	timing := fs.Bool("timing", false, "print where the apply's time went on standard error: this command's steps, and the server's (its Server-Timing answer: decode, checks, guard, commit, served)")
 	cf := addCanaryFlags(fs)
 	pos, err := parse(fs, args, "apply [--admin ADDR] [--client auto|envoy|grpc|none] [--fleet FILE] [--force] [--dry-run] [--canary SPEC [--bake 5m]] [--wait [--wait-timeout 60s] [--rollback-on-nack]] -f FILE|DIR|-", stdout)
 	if err != nil {
@@ -391,17 +392,29 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 			fallBack(q, *fleetFile, stderr)
 		}
 	}
+	var tt *applyTiming
 	send := func() ([]byte, error) {
 		req, err := applyRequest(ac, q, paths, *file)
 		if err != nil {
 			return nil, err
 		}
+		if *timing {
+			tt = &applyTiming{}
+			req = tt.trace(req)
+		}
 		var raw json.RawMessage
-		err = ac.do(uploadClient, req, &raw)
+		ans := &withHeader{Body: &raw}
+		err = ac.do(uploadClient, req, ans)
 		req.Body.Close() // stops the writer if the server answered early
+		if tt != nil {
+			tt.done(ans.Header)
+		}
 		return raw, err
 	}
 	raw, err := send()
+	if tt != nil {
+		defer tt.print(stderr)
+	}
 	if err != nil && refusesAuto(err) && q.Get("client") == "auto" {
 		if *dryRun {
 			return fmt.Errorf("the server at %s is older than --dry-run (it refuses client=auto): nothing was sent", ac.addr)

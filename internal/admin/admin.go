@@ -525,7 +525,8 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	checks := r.URL.Query().Get("client") != "" && r.URL.Query().Get("client") != "none"
 	gc := a.o.Memory.BeginBody(r.ContentLength, checks)
 	defer gc.End()
-	start := time.Now()
+	r, ph := withPhases(r)
+	start := ph.start
 	b := &batch{dryRun: r.URL.Query().Get("dry_run") == "true"}
 	if b.dryRun {
 		a.dryRun(w, r, b)
@@ -546,6 +547,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ph.mark("staged")
 	apply := a.o.Store.Apply
 	if s, ok := a.o.Store.(store.Prewriter); ok {
 		// The store writes the batch's payloads while the rest is read.
@@ -565,6 +567,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ph.mark("guard")
 	docs, findings, notes := len(b.batch.Puts), b.findings, append(b.notes, warn...)
 	b.batch.Audit = a.audit(r, "apply")
 	if stage != nil {
@@ -585,6 +588,7 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		res, err = a.applyUnstaged(r.Context(), batch, at, what, apply)
 	}
 	stored := time.Since(start) - read
+	ph.mark("commit")
 	if err != nil {
 		code := http.StatusInternalServerError
 		var be *store.BatchError
@@ -601,11 +605,13 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 	a.o.Logger.Info("applied", "by", Who(r.Context()), "from", r.RemoteAddr, "revision", res.Rev, "documents", docs, "changed", len(res.Puts), "deleted", len(res.Deletes), "findings", len(findings),
 		"read", read.Round(time.Millisecond), "stored", stored.Round(time.Millisecond))
 	a.waitServed(r.Context(), res.Rev)
-	a.o.Logger.Debug("apply served", "revision", res.Rev, "took", time.Since(start).Round(time.Millisecond))
+	ph.mark("served")
+	a.o.Logger.Debug("apply served", "revision", res.Rev, "took", time.Since(start).Round(time.Millisecond), ph.attr())
 	var fs []DocError
 	for _, f := range findings {
 		fs = append(fs, findingError(f))
 	}
+	ph.setHeader(w)
 	writeApplyResult(w, res, append(fs, notes...), listLimit(r))
 }
 

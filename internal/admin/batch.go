@@ -139,10 +139,12 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		}
 		b.notes = append(b.notes, unreachableNotes(failed, "the client checks did not check for its clients")...)
 		b.check = clientcheck.NewFleet(client, append(connected, declared...))
+		phasesOf(r.Context()).mark("groups")
 	} else if q.Get("fleet") != "" {
 		return http.StatusBadRequest, errors.New("fleet= declares clients for the client checks, which client=none (or no client=) turns off")
 	}
 	err := readSources(r, a.o.Memory.Reader(body), b.read)
+	phasesOf(r.Context()).mark("decode")
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -159,6 +161,7 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		b.check = nil // nothing to check (a client asking whether client=auto is known)
 	}
 	if b.check != nil {
+		defer phasesOf(r.Context()).mark("checks")
 		if b.dryRun {
 			b.checked, b.before = b.check, &refs.Set{}
 		}
