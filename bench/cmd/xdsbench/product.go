@@ -241,6 +241,11 @@ type arm struct {
 	// relays).
 	extraCPU func() int64
 
+	// steps are, with XDSBENCH_APPLY_TIMING set, the ms of each step
+	// of each round's xdsd apply (addTiming), by name.
+	steps     map[string][]float64
+	stepNames []string
+
 	connectMS  float64
 	streams    int
 	all, p50   []float64 // ms from the change's start to every stream, to half
@@ -323,6 +328,67 @@ func (b *bench) armRound(a *arm, round int) error {
 	return nil
 }
 
+// addTiming notes the steps of one xdsd apply --timing from its output
+// ("timing (ms): prepare=0.1 connect=0.4 … (server: decode=0.5 …) …
+// total=21.3"), and "exec", the command's wall time before the process
+// had initialised its packages (and after it printed the line): took
+// less total.
+func (a *arm) addTiming(took time.Duration, out string) {
+	_, line, ok := strings.Cut(out, "timing (ms):")
+	if !ok {
+		return
+	}
+	line, _, _ = strings.Cut(line, "\n")
+	if a.steps == nil {
+		a.steps = map[string][]float64{}
+	}
+	add := func(name string, v float64) {
+		if _, ok := a.steps[name]; !ok {
+			a.stepNames = append(a.stepNames, name)
+		}
+		a.steps[name] = append(a.steps[name], v)
+	}
+	server := false
+	for _, f := range strings.Fields(line) {
+		switch f {
+		case "(server:":
+			server = true
+			continue
+		}
+		f, closing := strings.CutSuffix(f, ")")
+		name, val, ok := strings.Cut(f, "=")
+		if v, err := strconv.ParseFloat(val, 64); ok && err == nil {
+			if server {
+				name = "server " + name
+			}
+			add(name, v)
+			if name == "total" {
+				add("exec (wall less total)", float64(took)/1e6-v)
+			}
+		}
+		if closing {
+			server = false
+		}
+	}
+}
+
+// writeSteps reports, for the arms that have them, where xdsd apply's
+// time went.
+func writeSteps(w io.Writer, arms []*arm) {
+	for _, a := range arms {
+		if len(a.steps) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "Where `xdsd apply`'s wall time went, %s (xdsd apply --timing; ms, median (min–max)):\n\n", a.name)
+		fmt.Fprintln(w, "| step | ms |")
+		fmt.Fprintln(w, "|---|---:|")
+		for _, n := range a.stepNames {
+			fmt.Fprintf(w, "| %s | %s |\n", n, spread(a.steps[n], "%.1f"))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
 func (a *arm) close() {
 	if a.lg != nil {
 		a.lg.stop()
@@ -386,6 +452,7 @@ func writeArmsAt(w io.Writer, title string, arms []*arm, load string) {
 			spread(a.all, "%.1f"), spread(a.p50, "%.1f"), spread(a.wall, "%.1f"), spread(a.cpuMS, "%.1f"), a.missing)
 	}
 	fmt.Fprintln(w)
+	writeSteps(w, arms)
 }
 
 // writeRatio reports a's figures over ref's, round by round.

@@ -77,16 +77,22 @@ func (b *bench) serveArm(name string, p *proc, cluster string, offset, rounds in
 		}
 		files[r] = f
 	}
-	return &arm{name: name, offset: offset,
-		change: func(round int) (time.Duration, error) {
-			if len(applyArgs) > 0 {
-				took, _, err := b.xdsdCmd(p, append(append([]string{"apply"}, applyArgs...), "-f", files[round])...)
-				return took, err
-			}
-			return b.apply(p, files[round])
-		},
-		cpu: func() int64 { return procCPUNanos(p.pid()) },
-	}, nil
+	a := &arm{name: name, offset: offset}
+	if os.Getenv("XDSBENCH_APPLY_TIMING") != "" && p.bin == b.xdsdPath {
+		// Where each apply's time went, step by step (xdsd apply
+		// --timing; an older build compared with may not have it).
+		applyArgs = append(applyArgs, "--timing")
+	}
+	a.change = func(round int) (time.Duration, error) {
+		if len(applyArgs) > 0 {
+			took, out, err := b.xdsdCmd(p, append(append([]string{"apply"}, applyArgs...), "-f", files[round])...)
+			a.addTiming(took, out)
+			return took, err
+		}
+		return b.apply(p, files[round])
+	}
+	a.cpu = func() int64 { return procCPUNanos(p.pid()) }
+	return a, nil
 }
 
 // controlArm changes cluster c-0 on a benchserver through its control
