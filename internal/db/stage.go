@@ -20,6 +20,11 @@ type Stage struct {
 	// empty) to its variants before it, sorted by constraint key; none
 	// for a resource the revision created.
 	Prev map[resource.Key][]*resource.Variant
+
+	// vhdsRCs are the route configurations of the virtual hosts in Prev:
+	// their on-demand VHDS aliases resolve outside the index for a
+	// stream outside the canary (Reader.resolveStaged). Set by setStage.
+	vhdsRCs map[string]bool
 }
 
 // names lists the names of st's resources by type.
@@ -52,6 +57,14 @@ func (d *DB) setStage(st *Stage, m *marker) {
 			}
 		}
 	}
+	if st != nil && st.vhdsRCs == nil {
+		st.vhdsRCs = map[string]bool{}
+		for k := range st.Prev {
+			if k.Type == resource.VirtualHostURL {
+				st.vhdsRCs[vhdsRouteConfig(k.Name)] = true
+			}
+		}
+	}
 	d.stage = st
 	d.outside.stage = st
 }
@@ -70,6 +83,15 @@ func (m *marker) named(t *table, n string) {
 	if g, ok := InGlob(n); ok && t.globs[g] != nil {
 		for s := range t.globs[g].subs {
 			m.mark(s, t.typ.URL, n)
+		}
+	}
+	if t.vhds != nil {
+		// On-demand VHDS subscribers of its route configuration: an
+		// alias may resolve to another virtual host in the other view.
+		if ns := t.vhds[vhdsRouteConfig(n)]; ns != nil {
+			for s := range ns.subs {
+				m.mark(s, t.typ.URL, n)
+			}
 		}
 	}
 }

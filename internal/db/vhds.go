@@ -148,6 +148,9 @@ func (t *table) indexVirtualHost(e *entry) {
 // one (clients may subscribe by name or by alias), else the one under <rc>/
 // whose domains match host best. It returns nil when none does.
 func (r *Reader) ResolveVirtualHost(n string, params constraint.Params) *resource.Variant {
+	if r.stagesVHDS(vhdsRouteConfig(n)) {
+		return r.resolveStaged(n, params)
+	}
 	t := r.d.tables[resource.VirtualHostURL]
 	if t == nil {
 		return nil
@@ -201,4 +204,76 @@ func (r *Reader) ResolveVirtualHost(n string, params constraint.Params) *resourc
 		}
 	}
 	return try(ns.any, "*")
+}
+
+// stagesVHDS reports whether r is the view outside a staged revision's
+// canary and that revision changed a virtual host of route configuration
+// rc: then the domain index, which follows the current variants, cannot
+// answer for r, and an alias is resolved by resolveStaged.
+func (r *Reader) stagesVHDS(rc string) bool {
+	return r.stage != nil && r.stage.vhdsRCs[rc]
+}
+
+// resolveStaged is ResolveVirtualHost for a view outside a staged
+// revision's canary: the same precedence, over the virtual hosts of the
+// route configuration as that view reads them (the staged revision's
+// changes as they were before it). It looks at each of the route
+// configuration's virtual hosts, so it costs more than the index; it is
+// used only while a revision that changed one of them is staged.
+func (r *Reader) resolveStaged(n string, params constraint.Params) *resource.Variant {
+	if v := r.Get(resource.VirtualHostURL, n, params); v != nil {
+		return v
+	}
+	rc := vhdsRouteConfig(n)
+	host := strings.ToLower(n[len(rc)+1:])
+	type cand struct {
+		v       *resource.Variant
+		domains []string
+	}
+	var cands []cand
+	seen := map[string]bool{}
+	add := func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		if v := r.Get(resource.VirtualHostURL, name, params); v != nil {
+			cands = append(cands, cand{v, domainsOf(v)})
+		}
+	}
+	if t := r.d.tables[resource.VirtualHostURL]; t != nil && t.vhds[rc] != nil {
+		for e := range t.vhds[rc].entries {
+			add(e.name)
+		}
+	}
+	for k := range r.stage.Prev {
+		if k.Type == resource.VirtualHostURL && vhdsRouteConfig(k.Name) == rc {
+			add(k.Name)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].v.Name < cands[j].v.Name })
+	find := func(pattern string) *resource.Variant {
+		for _, c := range cands {
+			for _, d := range c.domains {
+				if d == pattern {
+					return c.v
+				}
+			}
+		}
+		return nil
+	}
+	if v := find(host); v != nil {
+		return v
+	}
+	for i := 1; i < len(host); i++ {
+		if v := find("*" + host[i:]); v != nil {
+			return v
+		}
+	}
+	for i := len(host) - 1; i >= 1; i-- {
+		if v := find(host[:i] + "*"); v != nil {
+			return v
+		}
+	}
+	return find("*")
 }

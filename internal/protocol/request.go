@@ -351,7 +351,7 @@ func (s *stream) handleDelta(req *discoveryv3.DeltaDiscoveryRequest) error {
 			var drop []db.Key
 			s.srv.db.Read(func(r *db.Reader) {
 				for wk, wt := range c.next {
-					if v := r.ResolveVirtualHost(wt.Name, wt.Params); v != nil && v.Name == w.Name {
+					if v := viewOf(r, s.node.GetId(), wt.Params).ResolveVirtualHost(wt.Name, wt.Params); v != nil && v.Name == w.Name {
 						drop = append(drop, wk)
 					}
 				}

@@ -500,7 +500,7 @@ func (s *stream) computeDelta(r *db.Reader, ts *typeState, version string, defer
 			// Held but no longer wanted: deleted (or no variant matches the
 			// client any more) while still subscribed, which the client must
 			// be told; or no longer subscribed, which it knows.
-			if h.absent || !stillCovered(r, ts, n) {
+			if h.absent || !stillCovered(r, ts, n, s.node.GetId()) {
 				ts.delHeld(n)
 				continue
 			}
@@ -606,10 +606,20 @@ func removeHeld(r *response, n string, h *held) {
 // stillCovered reports whether some watch of ts still covers n, so that
 // its disappearance is a deletion rather than an unsubscription. A virtual
 // host the client knows counts as deleted only when it is gone from the db:
-// an alias that now resolves elsewhere leaves it with the client.
-func stillCovered(r *db.Reader, ts *typeState, n string) bool {
+// an alias that now resolves elsewhere leaves it with the client. While
+// a revision is staged, it is gone when it is gone from every view the
+// stream's watches read (node is the stream's node id).
+func stillCovered(r *db.Reader, ts *typeState, n, node string) bool {
 	if ts.typ.URL == resource.VirtualHostURL {
-		return len(r.Variants(ts.typ.URL, n)) == 0
+		if r.Stage() == nil || len(ts.ws.m) == 0 {
+			return len(r.Variants(ts.typ.URL, n)) == 0
+		}
+		for _, wt := range ts.ws.m {
+			if len(viewOf(r, node, wt.Params).Variants(ts.typ.URL, n)) > 0 {
+				return false
+			}
+		}
+		return true
 	}
 	g, inGlob := db.InGlob(n)
 	for k := range ts.ws.m {

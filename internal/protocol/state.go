@@ -450,10 +450,7 @@ func (ts *typeState) desire(r *db.Reader, in intent) *want {
 	stage := r.Stage()
 	for _, wt := range d.watches() {
 		if stage != nil {
-			d.r = r
-			if !stage.Canary.Match(in.node, wt.Params) {
-				d.r = r.Outside()
-			}
+			d.r = viewOf(r, in.node, wt.Params)
 		}
 		k := wt.Kind
 		if k == db.VHDS && in.sotw {
@@ -474,6 +471,16 @@ func (ts *typeState) desire(r *db.Reader, in intent) *want {
 		}
 	}
 	return d.w
+}
+
+// viewOf is the view a stream with node id node reads a subscription
+// with parameters params through: with a revision staged, the canary's
+// (r) or the one outside it (db.Reader.Outside).
+func viewOf(r *db.Reader, node string, params constraint.Params) *db.Reader {
+	if st := r.Stage(); st != nil && !st.Canary.Match(node, params) {
+		return r.Outside()
+	}
+	return r
 }
 
 // desirer is one computation of desire.
