@@ -243,16 +243,36 @@ func (s *stream) declare(ts *typeState, req *discoveryv3.DeltaDiscoveryRequest) 
 			n = db.Canonical(n)
 			hv := heldVariant{version: v}
 			if byLocator[n] {
-				for _, cand := range r.Variants(ts.typ.URL, n) {
-					if cand.Version == v && !cand.Constraints.IsZero() {
-						hv = heldVariant{ckey: cand.Constraints.Key(), version: v, v: cand, tp2: true}
-						break
-					}
+				// While a revision is staged, a client may hold a variant
+				// of either view, whichever it is in: the staged one (in
+				// the canary, or before it moved out) or the one the
+				// staged revision replaced. A version names one variant
+				// in both.
+				if cand := declaredVariant(r, ts.typ.URL, n, v); cand != nil {
+					hv = heldVariant{ckey: cand.Constraints.Key(), version: v, v: cand, tp2: true}
 				}
 			}
 			ts.setHeld(n, &held{variants: []heldVariant{hv}})
 		}
 	})
+}
+
+// declaredVariant finds the variant with constraints of resource n whose
+// version is v, among the current variants and, while a revision is
+// staged, those it replaced; nil when none is.
+func declaredVariant(r *db.Reader, typeURL, n, v string) *resource.Variant {
+	views := []*db.Reader{r}
+	if o := r.Outside(); o != r {
+		views = append(views, o)
+	}
+	for _, view := range views {
+		for _, cand := range view.Variants(typeURL, n) {
+			if cand.Version == v && !cand.Constraints.IsZero() {
+				return cand
+			}
+		}
+	}
+	return nil
 }
 
 // handleDelta applies a delta request (docs/protocol.md §2).

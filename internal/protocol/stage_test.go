@@ -5,6 +5,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/xdsd/xdsd/constraint"
 	"github.com/xdsd/xdsd/internal/canary"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
@@ -132,3 +133,55 @@ type protocolDelta struct {
 }
 
 type protocolDeltaClient = protocoltest.Delta
+
+// A delta client that reconnects while a revision is staged, declaring
+// in initial_resource_versions what it holds (§2.9), is judged through
+// its own view (issue 31): outside the canary, the previous variant it
+// holds is current and the staged one is not sent; a stream that holds
+// the staged variant but is outside is sent the previous one in its
+// place; in the canary, the staged variant it holds is not sent again.
+// The variant it declared is known whichever view it is of, so its
+// replacement later comes with its removal, in one response (TP2).
+func TestStagedDeclaredVersions(t *testing.T) {
+	h := newHarness(t)
+	h.put(route("r", "exists(env)", "old"))
+	var vOld string
+	h.db.Read(func(r *db.Reader) { vOld = r.Variants(resource.RouteURL, "r")[0].Version })
+	_, barrier := h.stage("node=canary-*", db.Update{
+		Puts:    []*resource.Variant{route("r", "env=test", "new")},
+		Deletes: []resource.Key{{Type: resource.RouteURL, Name: "r", Constraints: constraint.MustParse("exists(env)").Key()}},
+	})
+	var vNew string
+	h.db.Read(func(r *db.Reader) { vNew = r.Variants(resource.RouteURL, "r")[0].Version })
+	reconnect := func(id, holds string) *protocolDeltaClient {
+		c := h.delta(node(id, nil))
+		c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.RouteURL, InitialResourceVersions: map[string]string{"r": holds},
+			ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("r", "env", "test")}})
+		return c
+	}
+	outCurrent := reconnect("edge-1", vOld)
+	outCurrent.Barrier(barrier) // current: nothing sent
+	inCurrent := reconnect("canary-1", vNew)
+	inCurrent.Barrier(barrier) // current: nothing sent again
+	outStale := reconnect("edge-2", vNew)
+	r := outStale.Recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [exists(env)] -r [env=test]")
+	if r.Resources[0].Version != vOld {
+		t.Errorf("outside the canary, holding the staged variant: sent version %s, want the previous %s", r.Resources[0].Version, vOld)
+	}
+	outStale.Ack(r)
+	inStale := reconnect("canary-2", vOld)
+	r = inStale.Recv()
+	expect(t, r, "route.v3.RouteConfiguration: r [env=test] -r [exists(env)]")
+	if r.Resources[0].Version != vNew {
+		t.Errorf("in the canary, holding the previous variant: sent version %s, want the staged %s", r.Resources[0].Version, vNew)
+	}
+	inStale.Ack(r)
+
+	// Promote: those outside get the new variant and drop the one they
+	// declared, in one response.
+	h.update(db.Update{Puts: []*resource.Variant{route("r", "env=test", "new")}})
+	for _, c := range []*protocolDeltaClient{outCurrent, outStale} {
+		expect(t, recv(c), "route.v3.RouteConfiguration: r [env=test] -r [exists(env)]")
+	}
+}
