@@ -117,6 +117,8 @@ func waitStaged(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) 
 		return exitError{exitUndoRefused, fmt.Sprintf("a canary client NACKed revision %d and the server has not aborted it yet (see its log); run `xdsd rollout abort %d`", rev, rev)}
 	case rep.Nacked > 0:
 		return exitError{exitNacked, fmt.Sprintf("%s in the canary NACKed revision %d, which stays staged: run `xdsd rollout abort %d`", plural(rep.Nacked, "client"), rev, rev)}
+	case st.Bake != "" && st.HeldOff != "":
+		return exitError{exitTimeout, fmt.Sprintf("revision %d is still staged after %v: its bake is over, but the server holds off promoting it: %s", rev, timeout, st.HeldOff)}
 	case st.Bake != "":
 		return exitError{exitTimeout, fmt.Sprintf("revision %d is still staged after %v (its bake ends at %s): follow it with xdsd status", rev, timeout, st.BakeEnds.Local().Format(time.TimeOnly))}
 	case !rep.Done:
@@ -278,6 +280,10 @@ func printStaged(ac *adminClient, w io.Writer) error {
 	if st := rep.Stage; st != nil && st.BakeEnds != nil {
 		fmt.Fprintf(w, " (bake ends %s)", st.BakeEnds.Local().Format(time.TimeOnly))
 	}
-	fmt.Fprintf(w, ": canary clients %d ACKed, %d NACKed, %d not answered; xdsd rollout promote|abort %d\n\n", rep.Acked, rep.Nacked, rep.Pending, rec.Rev)
+	fmt.Fprintf(w, ": canary clients %d ACKed, %d NACKed, %d not answered; xdsd rollout promote|abort %d\n", rep.Acked, rep.Nacked, rep.Pending, rec.Rev)
+	if st := rep.Stage; st != nil && st.HeldOff != "" {
+		fmt.Fprintf(w, "  the bake is over, but the server holds off promoting it: %s\n", st.HeldOff)
+	}
+	fmt.Fprintln(w)
 	return nil
 }

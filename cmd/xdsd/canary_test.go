@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/internal/canary"
+	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
@@ -204,6 +207,22 @@ func TestCanaryJudgedAcrossReplicas(t *testing.T) {
 		defer logA.mu.Unlock()
 		return strings.Contains(logA.b.String(), "a canary client on another replica NACKed it")
 	})
+	// The reason is in the rollout report and in status, not only in
+	// the log.
+	resp, err := http.Get(fmt.Sprintf("http://%s/v1/rollout?rev=%d", admA, staged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep rollout.Report
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if err != nil || rep.Stage == nil || !strings.Contains(rep.Stage.HeldOff, "a canary client on another replica NACKed it") || !strings.Contains(rep.Stage.HeldOff, "cluster c refused") {
+		t.Errorf("GET /v1/rollout of the held revision: %+v %v", rep.Stage, err)
+	}
+	if code, out, errOut := runCmd(t, "status", "--admin", admA); code != 0 ||
+		!strings.Contains(out, "the server holds off promoting it: a canary client on another replica NACKed it") {
+		t.Errorf("status of the held revision: exit %d\n%s%s", code, out, errOut)
+	}
 	if code, out, errOut := runCmd(t, "rollout", "--admin", admA, "abort", fmt.Sprint(staged)); code != 0 {
 		t.Fatalf("abort after the bake with a NACK on B: exit %d\n%s%s", code, out, errOut)
 	}

@@ -189,8 +189,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		Concerned: func(_ context.Context, ch protocol.Changed) ([]protocol.StreamStatus, error) {
 			return srv.Protocol().Concerned(ch), nil
 		},
-		Export:   exporter(st),
-		Replicas: reps.others,
+		Export:    exporter(st),
+		Replicas:  reps.others,
+		StageHold: srv.StageHold,
 		Rollout: func(rev int64, changes []store.Change) rollout.Report {
 			return rollout.Status(srv.Protocol().Concerned(rollout.Names(changes)), rev, changes, func(typeURL, name string) []*resource.Variant {
 				vs, _ := st.StateAt(context.Background(), st.Rev(), store.Filter{Type: typeURL, Name: name})

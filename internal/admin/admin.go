@@ -103,6 +103,10 @@ type Options struct {
 	// Rollout reports which clients the changes of revision rev concern,
 	// and what each answered: GET /v1/rollout (xdsd apply --wait).
 	Rollout func(rev int64, changes []store.Change) rollout.Report
+	// StageHold, when set, says why the server holds off promoting the
+	// baked staged revision rev ("" when it does not): GET /v1/rollout
+	// reports it as stage.held_off (origin.Server.StageHold).
+	StageHold func(rev int64) string
 	// Export writes a backup of a store that cannot copy itself (etcd) as
 	// a bolt store file: GET /v1/backup.
 	Export func(ctx context.Context, w io.Writer) (rev int64, err error)

@@ -234,6 +234,9 @@ func (a *api) stagedRollout(ctx context.Context, rep rollout.Report) rollout.Rep
 	if spec, err := canary.Parse(st.Canary); err == nil {
 		rep = rollout.Canary(rep, spec)
 	}
+	if st.State == store.StateStaged && a.o.StageHold != nil {
+		st.HeldOff = a.o.StageHold(rep.Revision)
+	}
 	rep.Stage = st
 	return rep
 }

@@ -62,6 +62,10 @@ type Server struct {
 	fleetStage func(ctx context.Context, rev int64) (rollout.Report, error)
 	fleetNext  time.Time
 	heldRev    int64
+	// holdRev and holdWhy say why the staged revision holdRev, baked,
+	// is not promoted yet (StageHold), under mu.
+	holdRev int64
+	holdWhy string
 }
 
 // New assembles a server of st. It follows nothing until Start, so that a

@@ -140,6 +140,8 @@ func (s *Server) judgeStage(ctx context.Context, rec store.Revision) bool {
 	}
 	if rep.Nacked > 0 {
 		// Not promoted: a NACK waits for a person (rollout abort).
+		e := firstNack(rep)
+		s.holdOff(rec.Rev, fmt.Sprintf("a canary client NACKed it: %s (%s) of version %s: %s; run xdsd rollout abort %d", e.Node, group(e), e.Version, e.Error, rec.Rev))
 		return false
 	}
 	if s.fleetStage != nil {
@@ -151,6 +153,7 @@ func (s *Server) judgeStage(ctx context.Context, rec store.Revision) bool {
 		}
 		frep, err := s.fleetStage(ctx, rec.Rev)
 		if hold := fleetHold(frep, err); hold != "" {
+			s.holdOff(rec.Rev, hold)
 			s.fleetNext = time.Now().Add(fleetPoll)
 			if s.heldRev != rec.Rev && ctx.Err() == nil {
 				s.heldRev = rec.Rev
@@ -162,9 +165,34 @@ func (s *Server) judgeStage(ctx context.Context, rec store.Revision) bool {
 	}
 	if rep.Acked == 0 {
 		// Not promoted: no ACK yet waits for one.
+		s.holdOff(rec.Rev, "no canary client has ACKed it yet: promoted once one does")
 		return false
 	}
+	s.holdOff(rec.Rev, "")
 	return s.closeStage(ctx, rec, store.StatePromoted, fmt.Sprintf("bake of %v passed: %d canary streams ACKed, none NACKed", time.Duration(st.Bake), rep.Acked))
+}
+
+// holdOff records why the baked revision rev is not promoted
+// (StageHold).
+func (s *Server) holdOff(rev int64, why string) {
+	s.mu.Lock()
+	s.holdRev, s.holdWhy = rev, why
+	s.mu.Unlock()
+}
+
+// StageHold says why the server holds off promoting the staged revision
+// rev although its bake is over — a canary client NACKed it, a replica
+// did not answer about its canary, or no canary client ACKed it yet —
+// and "" when it does not (the bake is not over, or nothing holds it).
+// The admin API reports it with the revision's rollout (GET
+// /v1/rollout: stage.held_off), so that it is seen without the log.
+func (s *Server) StageHold(rev int64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holdRev != rev || s.stagedRec.Rev != rev {
+		return ""
+	}
+	return s.holdWhy
 }
 
 // fleetPoll is how often the other replicas are asked again about a

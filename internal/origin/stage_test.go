@@ -300,3 +300,57 @@ func TestStagedRevisionBakeAndAbortOnNack(t *testing.T) {
 		}
 	}
 }
+
+// Why a baked revision is not promoted is known beside the log
+// (StageHold, reported by GET /v1/rollout): no canary client ACKed it
+// yet, then a canary client NACKed it; once promoted or aborted, nothing
+// holds it.
+func TestStagedRevisionHoldOffReason(t *testing.T) {
+	o := testorigin.Start(t)
+	o.Commit(store.Batch{Puts: []*resource.Variant{storetest.Cluster("c", "", "v1")}})
+	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	inIDs, _ := canaryNodes(1, 0)
+	in := follow(t, conn, inIDs[0])
+	waitTag(t, []*seen{in}, "v1")
+	stage := stageBatch(o, "v2", "25%")
+	stage.Audit.Stage.Bake = store.Duration(time.Second)
+	o.Commit(stage)
+	staged := o.St.Rev()
+	// The canary is sent v2 and says nothing.
+	var r *discoveryv3.DiscoveryResponse
+	select {
+	case r = <-in.c.Resps:
+	case <-time.After(testutil.Wait):
+		t.Fatal("the canary was not sent the staged revision")
+	}
+	if o.Srv.StageHold(staged) != "" {
+		t.Errorf("held off before the bake is over: %q", o.Srv.StageHold(staged))
+	}
+	testutil.Eventually(t, "the hold for want of an ACK", func() bool {
+		return strings.Contains(o.Srv.StageHold(staged), "no canary client has ACKed it yet")
+	})
+	in.c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "v2 refused"}})
+	testutil.Eventually(t, "the hold for the NACK", func() bool {
+		h := o.Srv.StageHold(staged)
+		return strings.Contains(h, "a canary client NACKed it: "+inIDs[0]) && strings.Contains(h, "v2 refused") &&
+			strings.Contains(h, fmt.Sprintf("xdsd rollout abort %d", staged))
+	})
+	if o.St.Rev() != staged {
+		t.Fatalf("a NACKed revision was closed by the server: the store is at %d", o.St.Rev())
+	}
+	rec, _ := o.Srv.StagedRevision()
+	b, err := store.AbortBatch(context.Background(), o.St, rec, store.Audit{Stage: &store.Stage{State: store.StateAborted, Of: staged, Canary: "25%"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Commit(b)
+	testutil.Eventually(t, "the stage to end", func() bool { _, ok := o.Srv.StagedRevision(); return !ok })
+	if h := o.Srv.StageHold(staged); h != "" {
+		t.Errorf("held off after the abort: %q", h)
+	}
+}

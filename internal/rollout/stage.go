@@ -22,6 +22,11 @@ type Stage struct {
 	ClosedBy int64  `json:"closed_by,omitempty"`
 	Via      string `json:"via,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// HeldOff, while the revision is staged and its bake is over, says
+	// why the server answering has not promoted it: a canary client
+	// NACKed it, a replica did not answer about its canary, or no canary
+	// client ACKed it yet.
+	HeldOff string `json:"held_off,omitempty"`
 }
 
 // Canary returns rep with only the entries of streams in the canary of
