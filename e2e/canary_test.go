@@ -1,15 +1,21 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/canary"
 	"github.com/xdsd/xdsd/internal/rollout"
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // canaryIDs returns n node ids in a 25% canary and m outside it, chosen
@@ -216,9 +222,11 @@ func TestCanaryThroughRelay(t *testing.T) {
 	if !strings.Contains(get("prod"), "v1") || !strings.Contains(get("test"), "v1") {
 		t.Fatal("before the canary")
 	}
-	if code, out, errOut := runXdsd(t, "apply", "--admin", x.admin, "--client", "none", "--canary", "env=prod", "-f", writeTemp(t, dir, "c.yaml", cds("v2"))); code != 0 {
+	code, out, errOut := runXdsd(t, "apply", "--admin", x.admin, "--client", "none", "--canary", "env=prod", "-f", writeTemp(t, dir, "c.yaml", cds("v2")))
+	if code != 0 {
 		t.Fatalf("apply --canary env=prod: exit %d\n%s%s", code, out, errOut)
 	}
+	staged := revisionOf(t, out, "revision ")
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(get("prod"), "v2") {
 		if time.Now().After(deadline) {
@@ -227,5 +235,42 @@ func TestCanaryThroughRelay(t *testing.T) {
 	}
 	if out := get("test"); !strings.Contains(out, "v1") {
 		t.Errorf("through the relay, env=test (outside the canary):\n%s", out)
+	}
+
+	// Two clients stay on the relay, one of each env: the relay's one
+	// stream upstream carries both parameter sets, and /v1/rollout counts
+	// it in the canary by the set that matches, not by the relay's own
+	// node (which has no env).
+	conn, err := grpc.NewClient(r.xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, env := range []string{"prod", "test"} {
+		c := protocoltest.NewSotW(t, conn, protocoltest.Node("down-"+env, map[string]string{"env": env}))
+		c.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"c"}})
+		resp := c.Recv()
+		c.Ack(resp, "c")
+	}
+	var rep rollout.Report
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://%s/v1/rollout?rev=%d", x.admin, staged))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep = rollout.Report{}
+		err = json.NewDecoder(resp.Body).Decode(&rep)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Acked == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if rep.Stage == nil || rep.Acked != 1 || rep.Nacked+rep.Pending != 0 || len(rep.Entries) != 1 ||
+		fmt.Sprint(rep.Entries[0].ParamSets) != "[map[env:prod]]" {
+		t.Errorf("GET /v1/rollout of the env=prod canary through the relay: %+v", rep)
 	}
 }

@@ -63,6 +63,11 @@ type Entry struct {
 	// replica the stream is connected to ("" for a lone server).
 	Agent   string `json:"agent,omitempty"`
 	Replica string `json:"replica,omitempty"`
+	// ParamSets are the parameter sets of the stream's subscriptions to
+	// the changed names (a locator's, or its node's), each once: a relay
+	// carries many clients' sets on one stream. A param= canary chooses
+	// by them (Canary).
+	ParamSets []map[string]string `json:"param_sets,omitempty"`
 }
 
 // Report is the state of a revision's rollout.
@@ -109,7 +114,7 @@ func Status(clients []protocol.StreamStatus, rev int64, changes []store.Change, 
 				continue
 			}
 			e := Entry{ID: c.ID, Node: c.NodeID, Address: c.Address, Params: c.Params, Type: t.Type, Changed: names, NoVariant: bare(t, names, now),
-				Identity: c.Identity, Agent: c.Agent, Replica: c.Replica}
+				Identity: c.Identity, Agent: c.Agent, Replica: c.Replica, ParamSets: paramSets(t, names)}
 			sotwPartial := !strings.Contains(c.Kind, "delta") && !resource.ForURL(t.URL).FullState
 			switch {
 			case AtLeast(t.AckedVersion, rev) && t.AckedNonce != "":
@@ -172,6 +177,33 @@ func concerned(t protocol.TypeStatus, ch []store.Change) []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// paramSets returns the distinct parameter sets of t's subscriptions to
+// names (by name, a wildcard or a glob collection; for virtual hosts,
+// subscribed by alias, every subscription of the type), in order.
+func paramSets(t protocol.TypeStatus, names []string) []map[string]string {
+	var out []map[string]string
+	seen := map[string]bool{}
+	for _, s := range t.Subscriptions {
+		covers := t.URL == resource.VirtualHostURL || s.Name == "*" || s.Name == ""
+		for _, n := range names {
+			if covers {
+				break
+			}
+			g, inGlob := db.InGlob(n)
+			covers = s.Name == n || (inGlob && s.Name == g)
+		}
+		if !covers || len(s.Params) == 0 {
+			continue
+		}
+		k := constraint.Params(s.Params).Key()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, s.Params)
+		}
+	}
 	return out
 }
 

@@ -30,16 +30,30 @@ type Stage struct {
 }
 
 // Canary returns rep with only the entries of streams in the canary of
-// spec, recounted. A stream is in it by its node id (N%, node=), or by
-// its node's parameters (param=): the engine itself chooses by each
-// subscription's parameter set, which a report does not hold, so for a
-// client that sends TP2 parameters per subscription the report of a
-// param= canary is by its node's.
+// spec, recounted. A stream is in it by its node id (N%, node=), or, for
+// param=, as the engine chooses: by the parameter set of each of its
+// subscriptions to what changed (Entry.ParamSets), so that a relay
+// carrying many clients' sets on one stream is in it when one of them
+// matches, and its entry then keeps only the sets that match. A stream
+// with no such set is chosen by its node's parameters.
 func Canary(rep Report, spec canary.Spec) Report {
 	out := Report{Revision: rep.Revision, Entries: []Entry{}, Stage: rep.Stage}
 	for _, e := range rep.Entries {
-		if !spec.Match(e.Node, constraint.Params(e.Params)) {
-			continue
+		if spec.PerNode() || len(e.ParamSets) == 0 {
+			if !spec.Match(e.Node, constraint.Params(e.Params)) {
+				continue
+			}
+		} else {
+			var in []map[string]string
+			for _, p := range e.ParamSets {
+				if spec.Match(e.Node, constraint.Params(p)) {
+					in = append(in, p)
+				}
+			}
+			if len(in) == 0 {
+				continue
+			}
+			e.ParamSets = in
 		}
 		out.Entries = append(out.Entries, e)
 		switch e.State {
