@@ -328,6 +328,10 @@ type metrics struct {
 	stale     *prometheus.CounterVec
 	latency   prometheus.Histogram
 	denied    *prometheus.CounterVec
+	// subRefused counts requests refused for the bytes of subscription
+	// state (subbytes.go), by the limit passed: "stream"
+	// (MaxSubscriptionBytes) or "connection" (MaxConnSubscriptionBytes).
+	subRefused *prometheus.CounterVec
 
 	mu    sync.Mutex
 	types map[string]*typeCounters
@@ -346,9 +350,12 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help:    "Time from a change entering the database to a response carrying it being sent.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 		denied: denyMetric(),
+		subRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdsd_subscription_bytes_refused_total",
+			Help: "Requests refused with RESOURCE_EXHAUSTED, ending their stream, because their subscription state would pass a limit: stream (--max-subscription-bytes) or connection (--max-connection-subscription-bytes)."},
+			[]string{"limit"}),
 	}
 	if r != nil {
-		r.MustRegister(m.streams, m.pushes, m.resources, m.bytes, m.acks, m.nacks, m.stale, m.latency, m.denied)
+		r.MustRegister(m.streams, m.pushes, m.resources, m.bytes, m.acks, m.nacks, m.stale, m.latency, m.denied, m.subRefused)
 	}
 	return m
 }

@@ -54,9 +54,11 @@ func declaredCost(name, version string) int64 {
 
 // overStream fails with RESOURCE_EXHAUSTED, naming the limit and its
 // flag, when adding more bytes of subscription state would take the
-// stream past MaxSubscriptionBytes (s.mu held).
+// stream past MaxSubscriptionBytes (s.mu held). A refusal ends the stream
+// and is counted (xdsd_subscription_bytes_refused_total).
 func (s *stream) overStream(more int64) error {
 	if limit := s.srv.opts.MaxSubscriptionBytes; more > 0 && s.subBytes+more > limit {
+		s.srv.metrics.subRefused.WithLabelValues("stream").Inc()
 		return status.Errorf(codes.ResourceExhausted,
 			"subscription state: this request would take the stream to %d bytes, over the limit of %d bytes a stream (--max-subscription-bytes); subscribe to fewer or shorter names, or raise the limit",
 			s.subBytes+more, limit)
@@ -82,6 +84,7 @@ func (s *stream) reserve(more int64) error {
 	for {
 		cur := s.conn.bytes.Load()
 		if cur+more > limit {
+			s.srv.metrics.subRefused.WithLabelValues("connection").Inc()
 			return status.Errorf(codes.ResourceExhausted,
 				"subscription state: this request would take the connection (all its streams together) to %d bytes, over the limit of %d bytes a connection (--max-connection-subscription-bytes); subscribe to fewer names, use fewer streams, or raise the limit",
 				cur+more, limit)

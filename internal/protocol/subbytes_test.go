@@ -3,11 +3,13 @@ package protocol_test
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -48,8 +50,10 @@ func exhausted[R any](t *testing.T, what string, resps <-chan R, errs <-chan err
 // certificate) has its own.
 func TestSubscriptionBytesBounded(t *testing.T) {
 	const perStream, perConn = 1 << 20, 3 << 19 // about 900 and 1,350 names of 8 bytes
+	reg := prometheus.NewRegistry()
 	h := newHarness(t, func(o *protocol.Options) {
 		o.MaxSubscriptionBytes, o.MaxConnSubscriptionBytes = perStream, perConn
+		o.Registerer = reg
 	})
 	h.put(cluster("present"))
 
@@ -106,12 +110,39 @@ func TestSubscriptionBytesBounded(t *testing.T) {
 	fourth := h.delta(node("fourth", nil))
 	fourth.Sub(resource.ClusterURL, manyNames("f", 700, 0)...)
 	fourth.Ack(fourth.Recv())
+
+	// The refusals are counted by the limit passed.
+	if got := refusedBytes(t, reg); got != "connection=2 stream=1" {
+		t.Errorf("xdsd_subscription_bytes_refused_total: %s, want connection=2 stream=1", got)
+	}
+}
+
+// refusedBytes reads xdsd_subscription_bytes_refused_total from reg, as
+// "limit=count" pairs.
+func refusedBytes(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "xdsd_subscription_bytes_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out = append(out, fmt.Sprintf("%s=%v", m.GetLabel()[0].GetValue(), m.GetCounter().GetValue()))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // What a client declares it holds (initial_resource_versions) is state
 // too, bounded by the same bytes.
 func TestDeclaredVersionsBytesBounded(t *testing.T) {
-	h := newHarness(t, func(o *protocol.Options) { o.MaxSubscriptionBytes = 1 << 20 })
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, func(o *protocol.Options) { o.MaxSubscriptionBytes, o.Registerer = 1<<20, reg })
 	declared := map[string]string{}
 	for _, n := range manyNames("held", 2000, 200) {
 		declared[n] = "v1"
@@ -119,6 +150,9 @@ func TestDeclaredVersionsBytesBounded(t *testing.T) {
 	d := h.delta(node("reconnecting", nil))
 	d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ClusterURL, InitialResourceVersions: declared})
 	exhausted(t, "2,000 declared names of 200 bytes", d.Resps, d.Errs, "--max-subscription-bytes")
+	if got := refusedBytes(t, reg); got != "stream=1" {
+		t.Errorf("xdsd_subscription_bytes_refused_total: %s, want stream=1", got)
+	}
 }
 
 // The bytes counted against the limits (subbytes.go) are an estimate of
