@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,13 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/resource"
 )
 
 // heapInuse reads the server's HeapInuse after a collection, from the
@@ -363,4 +371,54 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Real clients sending the largest requests they send are not refused by
+// --max-connection-request-bytes at its default: on one connection, two
+// delta streams subscribe 100,000 names each at once (60-byte names, a
+// 6.3 MB request, and 40-byte ones: the most the connection's
+// subscription limit takes), on another a SotW stream subscribes 100,000
+// names, and a grpc-go xDS client makes RPCs through the server; each is
+// answered, and no connection is closed.
+func TestInflightLargeRequestsServed(t *testing.T) {
+	be := startBackend(t)
+	x := startXdsd(t)
+	x.apply(t, withPorts(t, "quickstart", map[int]int{50051: be.port}))
+	names := func(width int) []string {
+		out := make([]string, 100000)
+		for i := range out {
+			out[i] = fmt.Sprintf("%0*d", width, i)
+		}
+		out[len(out)-1] = "quickstart"
+		return out
+	}
+	conn := func() *grpc.ClientConn {
+		// The delta answers list the 99,999 missing names: 6 MB.
+		c, err := grpc.NewClient(x.xds, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	one := conn()
+	d1 := protocoltest.NewDelta(t, one, protocoltest.Node("big-1", nil))
+	d2 := protocoltest.NewDelta(t, one, protocoltest.Node("big-2", nil))
+	s := protocoltest.NewSotW(t, conn(), protocoltest.Node("big-3", nil))
+	n60, n40, n16 := names(60), names(40), names(16)
+	d1.Sub(resource.ClusterURL, n60...)
+	d2.Sub(resource.ClusterURL, n40...)
+	s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: n16})
+	for _, d := range []*protocoltest.Delta{d1, d2} {
+		for r := d.Recv(); !slices.ContainsFunc(r.Resources, func(r *discoveryv3.Resource) bool { return r.Name == "quickstart" }); r = d.Recv() {
+			d.Ack(r)
+		}
+	}
+	for r := s.Recv(); !slices.Contains(protocoltest.SotWNames(t, r), "quickstart"); r = s.Recv() {
+		s.Ack(r, n16...)
+	}
+	until(t, dial(t, "xds:///quickstart", bootstrap(x.xds, nil, nil)), be.addr)
+	if m := x.metrics(t); !strings.Contains(m, "xdsd_connection_request_bytes_refused_total 0") {
+		t.Errorf("a connection was refused:\n%s", grepLines(m, "xdsd_connection"))
+	}
 }
