@@ -109,14 +109,15 @@ func (c *Conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		if over := c.p.feed(b[:n]); over > 0 {
+			// Counted and logged before the close, which the peer sees.
 			c.closed = true
-			c.Conn.Close()
-			c.o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
-				"xDS connection closed: the requests it was sending, not yet complete, passed the limit of bytes a connection may make the server hold; raise "+c.o.Setting+" if a real client sends that much at once",
-				slog.String("peer", c.Conn.RemoteAddr().String()), slog.Int64("bytes", over), slog.Int64("limit", c.o.Limit), slog.String("setting", c.o.Setting))
 			if c.o.Refused != nil {
 				c.o.Refused.Inc()
 			}
+			c.o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+				"xDS connection closed: the requests it was sending, not yet complete, passed the limit of bytes a connection may make the server hold; raise "+c.o.Setting+" if a real client sends that much at once",
+				slog.String("peer", c.Conn.RemoteAddr().String()), slog.Int64("bytes", over), slog.Int64("limit", c.o.Limit), slog.String("setting", c.o.Setting))
+			c.Conn.Close()
 			return 0, fmt.Errorf("%w: %d bytes, over %d (%s)", ErrOverLimit, over, c.o.Limit, c.o.Setting)
 		}
 	}
