@@ -1,28 +1,22 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-
+	"github.com/xdsd/xdsd/internal/testutil/h2attack"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -48,222 +42,21 @@ func (p *proc) heapInuse(t *testing.T) int64 {
 	return n
 }
 
-// inflightAttack is one raw HTTP/2 connection that opens ADS streams and
-// sends on each most of a gRPC message it announces, never the rest: what
-// the server holds of requests still being read.
-type inflightAttack struct {
-	fr *http2.Framer
-	mu sync.Mutex
-	// wake is signalled when the peer grants window or a stream ends.
-	wake     *sync.Cond
-	connWin  int64
-	initWin  int64
-	win      map[uint32]int64
-	ended    map[uint32]string // stream → why it ended (RST code or grpc-status)
-	goaway   string
-	readErr  error
-	writeErr error // the server closed the connection mid-write
-	sent     int64 // DATA bytes written
-	refused  int
-	settings bool
-}
-
-// runInflightAttack opens streams streams on one connection to addr and
-// sends each a gRPC length prefix announcing announce bytes, then send
-// bytes of it. It returns once every byte that could be sent was, or the
-// deadline passed, with the attack still holding the connection open.
-func runInflightAttack(t *testing.T, addr string, streams int, announce, send int64) (*inflightAttack, net.Conn) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	a := &inflightAttack{fr: http2.NewFramer(c, c), connWin: 65535, initWin: 65535, win: map[uint32]int64{}, ended: map[uint32]string{}}
-	a.wake = sync.NewCond(&a.mu)
-	a.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	// Our own receive window is large so that the server's answers never
-	// block on us.
-	if err := a.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.fr.WriteWindowUpdate(0, 1<<30); err != nil {
-		t.Fatal(err)
-	}
-	go a.read()
-
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	ids := make([]uint32, 0, streams)
-	for i := 0; i < streams; i++ {
-		id := uint32(2*i + 1)
-		hb.Reset()
-		for _, f := range [][2]string{
-			{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
-			{":path", "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"},
-			{"content-type", "application/grpc"}, {"te", "trailers"},
-		} {
-			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
-		a.mu.Lock()
-		a.win[id] = a.initWin
-		err := a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
-		a.mu.Unlock()
-		if err != nil {
-			a.writeErr = err
-			return a, c
-		}
-		ids = append(ids, id)
-	}
-	left := map[uint32]int64{}
-	prefix := make([]byte, 5)
-	binary.BigEndian.PutUint32(prefix[1:], uint32(announce))
-	for _, id := range ids {
-		left[id] = send + 5
-	}
-	chunk := make([]byte, 16384)
-	deadline := time.Now().Add(3 * time.Minute)
-	stop := time.AfterFunc(time.Until(deadline), func() { a.mu.Lock(); a.wake.Broadcast(); a.mu.Unlock() })
-	defer stop.Stop()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for len(left) > 0 && a.readErr == nil && a.goaway == "" && time.Now().Before(deadline) {
-		sent := false
-		for _, id := range ids {
-			n, ok := left[id]
-			if !ok {
-				continue
-			}
-			if _, done := a.ended[id]; done {
-				delete(left, id)
-				continue
-			}
-			m := min(n, int64(len(chunk)), a.win[id], a.connWin)
-			if m <= 0 {
-				continue
-			}
-			buf := chunk[:m]
-			if off := send + 5 - n; off < 5 {
-				// the length prefix first
-				copy(buf, prefix[off:])
-			}
-			if err := a.fr.WriteData(id, false, buf); err != nil {
-				a.writeErr = err
-				return a, c
-			}
-			a.win[id] -= m
-			a.connWin -= m
-			a.sent += m
-			left[id] = n - m
-			if left[id] == 0 {
-				delete(left, id)
-			}
-			sent = true
-		}
-		if !sent {
-			a.wake.Wait()
-		}
-	}
-	return a, c
-}
-
-// read answers the server's SETTINGS and PINGs and keeps the send
-// windows.
-func (a *inflightAttack) read() {
-	for {
-		f, err := a.fr.ReadFrame()
-		a.mu.Lock()
-		if err != nil {
-			a.readErr = err
-			a.wake.Broadcast()
-			a.mu.Unlock()
-			return
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
-					d := int64(v) - a.initWin
-					a.initWin = int64(v)
-					for id := range a.win {
-						a.win[id] += d
-					}
-				}
-				a.fr.WriteSettingsAck()
-				a.settings = true
-			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				a.connWin += int64(f.Increment)
-			} else {
-				a.win[f.StreamID] += int64(f.Increment)
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				a.fr.WritePing(true, f.Data)
-			}
-		case *http2.RSTStreamFrame:
-			a.ended[f.StreamID] = "RST_STREAM " + f.ErrCode.String()
-			if f.ErrCode == http2.ErrCodeRefusedStream {
-				a.refused++
-			}
-		case *http2.MetaHeadersFrame:
-			if f.StreamEnded() {
-				a.ended[f.StreamID] = fmt.Sprintf("grpc-status %s: %s", headerValue(f, "grpc-status"), headerValue(f, "grpc-message"))
-			}
-		case *http2.GoAwayFrame:
-			a.goaway = f.ErrCode.String()
-		}
-		a.wake.Broadcast()
-		a.mu.Unlock()
-	}
-}
-
-func headerValue(f *http2.MetaHeadersFrame, name string) string {
-	for _, h := range f.Fields {
-		if h.Name == name {
-			return h.Value
-		}
-	}
-	return ""
-}
-
-// closed waits until the server closes the connection, or the deadline
-// passes; it says how the connection ended ("" if it was not).
-func (a *inflightAttack) closed(d time.Duration) string {
-	stop := time.AfterFunc(d, func() { a.mu.Lock(); a.wake.Broadcast(); a.mu.Unlock() })
-	defer stop.Stop()
-	deadline := time.Now().Add(d)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for a.readErr == nil && time.Now().Before(deadline) {
-		a.wake.Wait()
-	}
-	if a.readErr == nil {
-		return ""
-	}
-	return fmt.Sprintf("read: %v (write: %v, goaway %q)", a.readErr, a.writeErr, a.goaway)
-}
-
 // inflightMeasure is one attack measured: the heap it made the server
 // hold, and how its connection ended.
 func inflightMeasure(t *testing.T, p *proc, streams int, announce, send int64) (grew int64, ended string) {
 	t.Helper()
 	before := p.heapInuse(t)
 	start := time.Now()
-	a, c := runInflightAttack(t, p.xds, streams, announce, send)
+	a, c := h2attack.Run(t, p.xds, streams, announce, send)
 	defer c.Close()
 	// While the attack holds what it sent (a connection the server closed
 	// holds nothing).
 	after := p.heapInuse(t)
-	a.mu.Lock()
-	closed := a.readErr != nil || a.writeErr != nil
-	sent := a.sent
-	a.mu.Unlock()
+	st := a.State()
+	closed, sent := st.Closed, st.Sent
 	if closed {
-		ended = a.closed(time.Minute)
+		ended = a.Closed(time.Minute)
 	}
 	t.Logf("%d streams, %d B announced, %d B to send each (%d MiB in all), %d MiB sent in %v: heap in use %d MiB → %d MiB (%+d MiB); connection %s",
 		streams, announce, send, int64(streams)*send>>20, sent>>20, time.Since(start).Round(time.Millisecond), before>>20, after>>20, (after-before)>>20,
@@ -349,9 +142,9 @@ func TestInflightRequestBound(t *testing.T) {
 	be := startBackend(t)
 	x := startXdsd(t, "--max-msg-size", "1048576", "--max-connection-request-bytes", "2097152")
 	x.apply(t, withPorts(t, "quickstart", map[int]int{50051: be.port}))
-	a, c := runInflightAttack(t, x.xds, 4, 1<<20, 900<<10)
+	a, c := h2attack.Run(t, x.xds, 4, 1<<20, 900<<10)
 	defer c.Close()
-	if how := a.closed(time.Minute); how == "" {
+	if how := a.Closed(time.Minute); how == "" {
 		t.Fatal("the connection over the limit was not closed")
 	} else {
 		t.Logf("the connection over the limit: %s", how)

@@ -49,7 +49,13 @@ func Node(id string, meta map[string]string, features ...string) *corev3.Node {
 // codec, until the test ends; it returns the address and a connection.
 func Serve(t testing.TB, register func(*grpc.Server)) (addr string, conn *grpc.ClientConn) {
 	t.Helper()
-	g := grpc.NewServer(protocol.ServerOptions()...)
+	return ServeWith(t, register)
+}
+
+// ServeWith is Serve on a gRPC server with more options (credentials).
+func ServeWith(t testing.TB, register func(*grpc.Server), opts ...grpc.ServerOption) (addr string, conn *grpc.ClientConn) {
+	t.Helper()
+	g := grpc.NewServer(append(protocol.ServerOptions(), opts...)...)
 	register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
