@@ -7,8 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/inflight"
 	"github.com/xdsd/xdsd/internal/relayrole"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -25,6 +27,21 @@ type Options struct {
 	// and 1000).
 	RequestRate  float64
 	RequestBurst int
+	// MaxSubscriptionBytes and MaxConnectionSubscriptionBytes bound the
+	// memory of one downstream stream's subscriptions, and of all the
+	// streams of one connection together (defaults 128 MiB and 256 MiB;
+	// zero means the default), as server.Options' fields of the same names
+	// do: a request that would pass either ends its stream with
+	// RESOURCE_EXHAUSTED.
+	MaxSubscriptionBytes           int64
+	MaxConnectionSubscriptionBytes int64
+	// MaxConnectionRequestBytes bounds the bytes of requests one
+	// downstream connection has begun and not finished, all its streams
+	// together (default 64 MiB; zero means the default), as
+	// server.Options.MaxConnectionRequestBytes does. The relay has no gRPC
+	// server of its own: the bound applies to the one made with
+	// TransportCredentials.
+	MaxConnectionRequestBytes int64
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics (none when nil).
@@ -42,21 +59,42 @@ type Options struct {
 
 // Relay serves downstream xDS streams from a cache of its upstreams.
 type Relay struct {
-	r *relayrole.Relay
+	r        *relayrole.Relay
+	inflight inflight.Options
 }
 
 // New starts a relay of the upstreams in b (federation: each authority's
 // servers). Register it on a gRPC server made with
 // server.GRPCServerOptions(): a relay sends responses encoded once for all
-// its downstream clients, as a server does.
+// its downstream clients, as a server does; and with its
+// TransportCredentials, which bound the requests a connection sends.
 func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	r, err := relayrole.New(b, relayrole.Options{Client: o.Client, MaxSubscriptions: o.MaxSubscriptions,
+		MaxSubscriptionBytes: o.MaxSubscriptionBytes, MaxConnSubscriptionBytes: o.MaxConnectionSubscriptionBytes,
 		RequestRate: o.RequestRate, RequestBurst: o.RequestBurst, Logger: o.Logger, Registerer: o.Registerer,
 		CacheLinger: o.CacheLinger, PendingWait: o.pendingWait})
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{r: r}, nil
+	bound := inflight.Options{Limit: o.MaxConnectionRequestBytes, Setting: "relay.Options.MaxConnectionRequestBytes",
+		Logger: o.Logger, Refused: inflight.RefusedCounter()}
+	if bound.Limit <= 0 {
+		bound.Limit = inflight.DefaultLimit
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(bound.Refused)
+	}
+	return &Relay{r: r, inflight: bound}, nil
+}
+
+// TransportCredentials returns creds (nil: plaintext) with the bound of
+// Options.MaxConnectionRequestBytes on every connection a gRPC server made
+// with them accepts (server.Server.TransportCredentials says how). Create
+// the gRPC server the relay is registered on with them:
+// grpc.NewServer(append(server.GRPCServerOptions(),
+// grpc.Creds(r.TransportCredentials(tlsCreds)))...).
+func (r *Relay) TransportCredentials(creds credentials.TransportCredentials) credentials.TransportCredentials {
+	return inflight.Creds(creds, r.inflight)
 }
 
 // Register registers every xDS service on g.

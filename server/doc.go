@@ -12,7 +12,9 @@
 // rebuilds its configuration at start, OpenBolt for one whose clients
 // should see the same versions after a restart. Serve serves on a listener; Register adds the xDS
 // services to the program's own *grpc.Server, created with
-// GRPCServerOptions.
+// GRPCServerOptions and the server's TransportCredentials (which bound
+// the requests one connection may have the server hold while it reads
+// them, Options.MaxConnectionRequestBytes).
 //
 // # Changing what is served
 //

@@ -10,9 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/constraint"
+	"github.com/xdsd/xdsd/internal/inflight"
 	"github.com/xdsd/xdsd/internal/origin"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/store"
@@ -65,6 +67,29 @@ type Options struct {
 	// stream above them is slowed down, not closed.
 	RequestRate  float64
 	RequestBurst int
+	// MaxSubscriptionBytes bounds the memory of one stream's subscriptions
+	// (and the resource versions a reconnecting delta client declares), as
+	// an estimate of the heap they hold: about 1,100 bytes a name plus 4 a
+	// byte of it (default 128 MiB, 100,000 names of up to about 60 bytes).
+	// MaxConnectionSubscriptionBytes bounds the same for all the streams of
+	// one connection together (default 256 MiB). A request that would pass
+	// either is refused whole and its stream ends with RESOURCE_EXHAUSTED,
+	// naming the limit; Registerer counts the refusals
+	// (xdsd_subscription_bytes_refused_total). Zero means the default.
+	MaxSubscriptionBytes           int64
+	MaxConnectionSubscriptionBytes int64
+	// MaxConnectionRequestBytes bounds the bytes of requests that one
+	// connection has begun and not finished, all its streams together
+	// (default 64 MiB; zero means the default). gRPC holds a request whole
+	// while it arrives and lets every stream of a connection send one at
+	// once, so without it a connection may hold as many messages of the
+	// gRPC server's MaxRecvMsgSize as it has streams. A connection that
+	// passes it is closed, logged and counted
+	// (xdsd_connection_request_bytes_refused_total). Keep it at least the
+	// gRPC server's MaxRecvMsgSize (4 MiB by default), or a request of that
+	// size is never read. Serve applies it; a program that Registers the
+	// server on its own gRPC server applies it with TransportCredentials.
+	MaxConnectionRequestBytes int64
 	// TuneGC lets Apply steer the process's GOGC, as `xdsd serve` does:
 	// while the store holds a batch, and until it is served, GOGC is 25
 	// (unless set lower), then what it was. A large batch is live twice
@@ -84,6 +109,7 @@ type Server struct {
 	ownStore bool
 	log      *slog.Logger
 	memory   *tuning.Memory // nil unless Options.TuneGC
+	inflight inflight.Options
 
 	mu     sync.Mutex
 	grpcs  []*grpc.Server // made by Serve
@@ -100,7 +126,14 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{log: o.Logger}
+	s := &Server{log: o.Logger, inflight: inflight.Options{Limit: o.MaxConnectionRequestBytes,
+		Setting: "server.Options.MaxConnectionRequestBytes", Logger: o.Logger, Refused: inflight.RefusedCounter()}}
+	if s.inflight.Limit <= 0 {
+		s.inflight.Limit = inflight.DefaultLimit
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(s.inflight.Refused)
+	}
 	if o.TuneGC {
 		s.memory = tuning.Process()
 	}
@@ -110,7 +143,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.st = o.Store.st
 	}
 	s.core = origin.New(s.st, origin.Options{Logger: o.Logger, Registerer: o.Registerer,
-		Protocol: protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst}})
+		Protocol: protocol.Options{MaxSubscriptions: o.MaxSubscriptions, RequestRate: o.RequestRate, RequestBurst: o.RequestBurst,
+			MaxSubscriptionBytes: o.MaxSubscriptionBytes, MaxConnSubscriptionBytes: o.MaxConnectionSubscriptionBytes}})
 	s.core.Start()
 	if err := s.core.WaitRev(ctx, s.st.Rev()); err != nil {
 		s.Close()
@@ -132,10 +166,23 @@ func GRPCServerOptions() []grpc.ServerOption {
 // program can serve xDS next to its own services.
 func (s *Server) Register(g *grpc.Server) { s.core.Register(g) }
 
-// Serve serves xDS on lis until Close, on a gRPC server of its own. It
-// returns nil after Close.
+// TransportCredentials returns creds (nil: plaintext) with the bound of
+// Options.MaxConnectionRequestBytes on every connection a gRPC server
+// made with them accepts: it reads each connection's HTTP/2 frames, after
+// TLS, and closes a connection whose requests not yet complete pass the
+// bound. Give them to the gRPC server Register is given:
+// grpc.NewServer(append(server.GRPCServerOptions(),
+// grpc.Creds(s.TransportCredentials(tlsCreds)))...). The client side is
+// creds', unchanged.
+func (s *Server) TransportCredentials(creds credentials.TransportCredentials) credentials.TransportCredentials {
+	return inflight.Creds(creds, s.inflight)
+}
+
+// Serve serves xDS on lis until Close, on a gRPC server of its own, in
+// plaintext, with Options.MaxConnectionRequestBytes. It returns nil after
+// Close.
 func (s *Server) Serve(lis net.Listener) error {
-	g := grpc.NewServer(GRPCServerOptions()...)
+	g := grpc.NewServer(append(GRPCServerOptions(), grpc.Creds(s.TransportCredentials(nil)))...)
 	s.Register(g)
 	s.mu.Lock()
 	if s.closed {

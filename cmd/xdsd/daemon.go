@@ -46,11 +46,9 @@ const (
 	defaultMaxSubBytes     = 128 << 20
 	defaultMaxConnSubBytes = 256 << 20
 	// defaultMaxConnReqBytes bounds the requests one xDS connection sends
-	// that are not yet complete (internal/inflight): four requests of
-	// --max-msg-size's default at once, or ten of the largest a real client
-	// sends (100,000 names of 60 bytes, about 6.3 MiB, the most the
-	// subscription limits above take), against 1.6 GiB without it.
-	defaultMaxConnReqBytes = 64 << 20
+	// that are not yet complete (internal/inflight.DefaultLimit says why),
+	// against 1.6 GiB without it.
+	defaultMaxConnReqBytes = inflight.DefaultLimit
 )
 
 // daemonFlags are the flags of the long-running commands (serve, relay):

@@ -32,6 +32,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// DefaultLimit is Options.Limit's default, --max-connection-request-bytes':
+// four requests of --max-msg-size's default (16 MiB) at once, or ten of
+// the largest a real client sends (100,000 names of 60 bytes, about 6.3
+// MiB, the most the default subscription limits take).
+const DefaultLimit = 64 << 20
+
 // Options configure the bound.
 type Options struct {
 	// Limit is how many bytes of requests being read one connection may
