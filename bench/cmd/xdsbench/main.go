@@ -68,6 +68,9 @@ type bench struct {
 	log        io.Writer
 
 	// The xdsd command, built by xdsdBin for the product-path scenarios.
+	// lastCmdCPU is the CPU time (user+system) of the last xdsdCmd.
+	lastCmdCPU time.Duration
+
 	xdsdOnce sync.Once
 	xdsdPath string
 	xdsdErr  error

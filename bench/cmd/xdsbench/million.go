@@ -50,6 +50,7 @@ func (b *bench) xdsdCmd(p *proc, args ...string) (time.Duration, string, error) 
 	start := time.Now()
 	err = cmd.Run()
 	took := time.Since(start)
+	b.noteCPU(cmd)
 	if err != nil {
 		return took, out.String(), fmt.Errorf("xdsd %s: %v: %s", strings.Join(args, " "), err, tail(strings.TrimSpace(out.String())))
 	}

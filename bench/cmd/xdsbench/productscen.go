@@ -78,7 +78,8 @@ func (b *bench) serveArm(name string, p *proc, cluster string, offset, rounds in
 		files[r] = f
 	}
 	a := &arm{name: name, offset: offset}
-	if os.Getenv("XDSBENCH_APPLY_TIMING") != "" && p.bin == b.xdsdPath {
+	timing := os.Getenv("XDSBENCH_APPLY_TIMING") != ""
+	if timing && p.bin == b.xdsdPath {
 		// Where each apply's time went, step by step (xdsd apply
 		// --timing; an older build compared with may not have it).
 		applyArgs = append(applyArgs, "--timing")
@@ -86,10 +87,14 @@ func (b *bench) serveArm(name string, p *proc, cluster string, offset, rounds in
 	a.change = func(round int) (time.Duration, error) {
 		if len(applyArgs) > 0 {
 			took, out, err := b.xdsdCmd(p, append(append([]string{"apply"}, applyArgs...), "-f", files[round])...)
-			a.addTiming(took, out)
+			a.addTiming(took, b.lastCmdCPU, out)
 			return took, err
 		}
-		return b.apply(p, files[round])
+		took, err := b.apply(p, files[round])
+		if timing {
+			a.addTiming(took, b.lastCmdCPU, "")
+		}
+		return took, err
 	}
 	a.cpu = func() int64 { return procCPUNanos(p.pid()) }
 	return a, nil
