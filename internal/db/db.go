@@ -1,6 +1,7 @@
 package db
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -281,7 +282,11 @@ func (d *DB) Update(u Update) {
 	}
 	// Sized for the update: a server's load of a million variants spent a
 	// fifth of its db time growing this map.
-	touched := make(map[*entry]*table, len(u.Puts)+len(u.Deletes)+len(u.ResourceDeletes))
+	size := len(u.Deletes) + len(u.ResourceDeletes)
+	if len(d.tables) > 0 {
+		size += len(u.Puts) // (a first load does without: load)
+	}
+	touched := make(map[*entry]*table, size)
 	for _, k := range u.Deletes {
 		t := d.tables[k.Type]
 		if t == nil {
@@ -309,18 +314,12 @@ func (d *DB) Update(u Update) {
 			touched[e] = t
 		}
 	}
-	if len(d.tables) == 0 && len(u.Puts) > 1024 {
-		// A first load: each table's entries sized at once, not grown
-		// (rehashed) step by step to a million.
-		counts := map[string]int{}
-		for _, v := range u.Puts {
-			counts[v.Type.URL]++
-		}
-		for url, n := range counts {
-			d.table(url).entries = make(map[string]*entry, n)
-		}
+	puts := u.Puts
+	if len(d.tables) == 0 {
+		d.load(puts)
+		puts = nil
 	}
-	for _, v := range u.Puts {
+	for _, v := range puts {
 		t := d.table(v.Type.URL)
 		e := t.entry(v.Name)
 		ck := v.Constraints.Key()
@@ -377,6 +376,60 @@ func (d *DB) Update(u Update) {
 	}
 	d.mu.Unlock()
 	m.signal()
+}
+
+// load puts the variants of a first update into an empty db. With no
+// table there is no subscriber to mark and nothing to replace, so the
+// entries are made in one pass, in the order of the variants, without
+// Update's set of touched entries: a server's load of a million variants
+// spent 1.8 s of CPU in Update, a third of it walking that set's entries
+// in the map's order, a cache miss each.
+func (d *DB) load(puts []*resource.Variant) {
+	// Each table's entries sized at once, not grown (rehashed) step by
+	// step to a million.
+	counts := map[string]int{}
+	for _, v := range puts {
+		counts[v.Type.URL]++
+	}
+	for url, n := range counts {
+		d.table(url).entries = make(map[string]*entry, n)
+	}
+	type made struct {
+		t *table
+		e *entry
+	}
+	all := make([]made, 0, len(puts))
+	var t *table
+	url := ""
+	for _, v := range puts {
+		if t == nil || v.Type.URL != url {
+			t, url = d.tables[v.Type.URL], v.Type.URL
+		}
+		e := t.entries[v.Name]
+		if e == nil {
+			e = &entry{name: v.Name, changed: d.rev, variants: []*resource.Variant{v}}
+			t.entries[v.Name] = e
+			all = append(all, made{t, e})
+			continue
+		}
+		// Another variant of the resource (the slice is this load's).
+		ck := v.Constraints.Key()
+		i := sort.Search(len(e.variants), func(i int) bool { return e.variants[i].Constraints.Key() >= ck })
+		if i < len(e.variants) && e.variants[i].Constraints.Key() == ck {
+			e.variants[i] = v
+		} else {
+			e.variants = slices.Insert(e.variants, i, v)
+		}
+	}
+	for _, m := range all {
+		for _, v := range m.e.variants {
+			if v.TTL > 0 {
+				m.e.ttls++
+			}
+		}
+		m.t.ttls += m.e.ttls
+		d.reindex(m.t, m.e)
+	}
 }
 
 // Known reports whether the source has answered for a subscription
