@@ -55,7 +55,7 @@ func (s *Store) Check(ctx context.Context) error {
 	err := checkMetaPages(path)
 	s.mu.Unlock()
 	if err == nil {
-		err = guard(func() error { return walk(s.db, path, nil) })
+		err = guard(func() error { return walk(s.db, path, nil, true) })
 	}
 	if err != nil {
 		return fmt.Errorf("store %s: damaged: %w (restore a backup: xdsd restore)", path, err)
@@ -102,7 +102,7 @@ func Verify(path string) (rev int64, err error) {
 		return 0, fmt.Errorf("%s: %w (not a store, or a damaged one)", path, err)
 	}
 	defer db.Close()
-	if err := guard(func() error { return walk(db, path, nil) }); err != nil {
+	if err := guard(func() error { return walk(db, path, nil, true) }); err != nil {
 		return 0, fmt.Errorf("%s: damaged: %w", path, err)
 	}
 	err = guard(func() error {

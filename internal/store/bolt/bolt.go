@@ -162,7 +162,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.Preload {
 		loaded = &store.ChangeSet{Reset: true}
 	}
-	if err := guard(func() error { return walk(db, path, loaded) }); err != nil {
+	if err := guard(func() error { return walk(db, path, loaded, false) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: damaged: %w (restore a backup)", path, err)
 	}

@@ -29,19 +29,28 @@ func sealRevision(rev int64, rec []byte) []byte {
 
 // openRevision checks and decodes a sealed revision record.
 func openRevision(k, v []byte) (store.Revision, error) {
+	if err := checkRevision(k, v); err != nil {
+		return store.Revision{}, err
+	}
 	rev := getU64(k)
-	if len(v) < 4 {
-		return store.Revision{}, fmt.Errorf("damaged record of revision %d: %d bytes", rev, len(v))
-	}
-	rec, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
-	if crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, rec) != sum {
-		return store.Revision{}, fmt.Errorf("damaged record of revision %d: checksum mismatch", rev)
-	}
-	r, err := decodeRevision(int64(rev), rec)
+	r, err := decodeRevision(int64(rev), v[:len(v)-4])
 	if err != nil {
 		return store.Revision{}, fmt.Errorf("revision %d: %w", rev, err)
 	}
 	return r, nil
+}
+
+// checkRevision checks a revision record's checksum.
+func checkRevision(k, v []byte) error {
+	rev := getU64(k)
+	if len(v) < 4 {
+		return fmt.Errorf("damaged record of revision %d: %d bytes", rev, len(v))
+	}
+	rec, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, rec) != sum {
+		return fmt.Errorf("damaged record of revision %d: checksum mismatch", rev)
+	}
+	return nil
 }
 
 // A revision record is compact, as a batch of 100,000 resources has one:
