@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/xdsd/xdsd/internal/testutil/h2attack"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
+	"github.com/xdsd/xdsd/internal/testutil/testpki"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -213,5 +215,51 @@ func TestInflightLargeRequestsServed(t *testing.T) {
 	until(t, dial(t, "xds:///quickstart", bootstrap(x.xds, nil, nil)), be.addr)
 	if m := x.metrics(t); !strings.Contains(m, "xdsd_connection_request_bytes_refused_total 0") {
 		t.Errorf("a connection was refused:\n%s", grepLines(m, "xdsd_connection"))
+	}
+}
+
+// The bound holds on both xDS listeners, relay's and serve's, and after
+// TLS: a relay with the scaled-down limit closes the attack's connection
+// and serves a grpc-go client through it; `xdsd serve` with mTLS closes
+// the attack made over a client certificate.
+func TestInflightRequestBoundRelayAndMTLS(t *testing.T) {
+	small := []string{"--max-msg-size", "1048576", "--max-connection-request-bytes", "2097152"}
+	be := startBackend(t)
+	x := startXdsd(t)
+	x.apply(t, withPorts(t, "quickstart", map[int]int{50051: be.port}))
+	r := startRelay(t, x.xds, small...)
+	a, c := h2attack.Run(t, r.xds, 4, 1<<20, 900<<10)
+	defer c.Close()
+	if how := a.Closed(time.Minute); how == "" {
+		t.Fatal("the relay kept the connection over the limit")
+	}
+	until(t, dial(t, "xds:///quickstart", bootstrap(r.xds, nil, nil)), be.addr)
+	if m := r.metrics(t); !strings.Contains(m, "xdsd_connection_request_bytes_refused_total 1") {
+		t.Errorf("relay: xdsd_connection_request_bytes_refused_total is not 1:\n%s", grepLines(m, "xdsd_connection"))
+	}
+
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "e2e CA")
+	sf := ca.Leaf(t, testpki.LeafOpts{Server: true}).Write(t, ca, dir, "server")
+	client := ca.Leaf(t, testpki.LeafOpts{URI: "spiffe://example.org/ns/prod/sa/web"})
+	m := startXdsd(t, append([]string{"--tls-cert", sf.Cert, "--tls-key", sf.Key, "--client-ca", sf.CA}, small...)...)
+	tc, err := tls.Dial("tcp", m.xds, &tls.Config{Certificates: []tls.Certificate{client.TLS}, RootCAs: ca.Pool(), NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c = h2attack.RunOn(t, tc, m.xds, 4, 1<<20, 900<<10)
+	defer c.Close()
+	if how := a.Closed(time.Minute); how == "" {
+		t.Fatal("serve over mTLS kept the connection over the limit")
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	resp, err := hc.Get("https://" + m.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "xdsd_connection_request_bytes_refused_total 1") {
+		t.Errorf("serve over mTLS: xdsd_connection_request_bytes_refused_total is not 1:\n%s", grepLines(string(b), "xdsd_connection"))
 	}
 }

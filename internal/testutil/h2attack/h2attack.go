@@ -73,6 +73,13 @@ func Run(t testing.TB, addr string, streams int, announce, send int64) (*Attack,
 	if err != nil {
 		t.Fatal(err)
 	}
+	return RunOn(t, c, addr, streams, announce, send)
+}
+
+// RunOn is Run on a connection of the caller's (TLS, say, negotiated
+// with ALPN "h2"), to a server called addr.
+func RunOn(t testing.TB, c net.Conn, addr string, streams int, announce, send int64) (*Attack, net.Conn) {
+	t.Helper()
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
