@@ -26,6 +26,7 @@ const (
 	Errored
 )
 
+// String names the kind: "updated", "removed", "does-not-exist" or "error".
 func (k EventKind) String() string {
 	switch k {
 	case Updated:
