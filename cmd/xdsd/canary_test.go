@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -294,4 +295,53 @@ func TestApplyRollbackOnNack(t *testing.T) {
 		t.Fatalf("apply --rollback-on-nack of a NACKed change: exit %d\n%s%s", code, out, errOut)
 	}
 	w.wait(t, "v1")
+}
+
+// A replica that starts with --watch while a revision is staged (through
+// another replica) starts and serves: the directory waits, /readyz says
+// why, and it is applied once the staged revision is aborted.
+func TestWatchStartsWhileStaged(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("canary-watch")
+	_, admB := startServe(t, "--store", url)
+	files := t.TempDir()
+	apply := func(args ...string) (int, string, string) {
+		return runCmd(t, append([]string{"apply", "--admin", admB, "--client", "none"}, args...)...)
+	}
+	if code, _, errOut := apply("-f", writeFile(t, files, "c.yaml", cl+"name: c\nalt_stat_name: v1\n")); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := apply("--canary", "25%", "-f", writeFile(t, files, "c.yaml", cl+"name: c\nalt_stat_name: v2\n")); code != 0 {
+		t.Fatal(errOut)
+	}
+	staged := listResources(t, admB, "").Revision
+	dir := t.TempDir()
+	writeFile(t, dir, "w.yaml", cl+"name: watched\n")
+	logA := &syncBuffer{}
+	_, admA, _ := startServeLogged(t, logA, "--store", url, "--watch", dir)
+	resp, err := http.Get("http://" + admA + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), fmt.Sprintf("is not applied while revision %d is staged for the canary 25%%", staged)) {
+		t.Errorf("/readyz of a replica whose --watch waits for a staged revision: %s %s", resp.Status, body)
+	}
+	logA.mu.Lock()
+	if !strings.Contains(logA.b.String(), "watched directory not applied at start: a revision is staged") {
+		t.Errorf("no log of the held directory:\n%s", logA.b.String())
+	}
+	logA.mu.Unlock()
+	if code, out, errOut := runCmd(t, "rollout", "--admin", admB, "abort", fmt.Sprint(staged)); code != 0 {
+		t.Fatalf("abort: exit %d\n%s%s", code, out, errOut)
+	}
+	testutil.Eventually(t, "the watched directory to be applied after the abort", func() bool {
+		for _, r := range listResources(t, admA, "").Resources {
+			if r.Name == "watched" {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -243,7 +243,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	watched := make(chan struct{})
 	if f.watchDir != "" {
 		w := &origin.DirWatcher{Store: st, Dir: f.watchDir, Interval: f.watchInterval, Logger: log, Applied: wh.applied}
-		if _, err := w.Sync(ctx); err != nil {
+		var staged *origin.StagedError
+		if _, err := w.Sync(ctx); errors.As(err, &staged) {
+			// A revision staged (through another replica, or before a
+			// restart) holds the directory back, not the server: it is
+			// applied once the revision is promoted or aborted, and
+			// until then /readyz and the page say why (watchHealth).
+			log.Warn("watched directory not applied at start: a revision is staged", "dir", f.watchDir, "error", err)
+		} else if err != nil {
 			closeUnstarted(d)
 			return fmt.Errorf("--watch %s: %w", f.watchDir, err)
 		}

@@ -202,15 +202,79 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 		w.tried, w.sum = true, sum
 		return store.Result{}, false, err
 	}
+	var res store.Result
+	for try := 1; ; try++ {
+		res, err = w.apply(ctx, docs)
+		if err == nil || !errors.Is(err, store.ErrConflict) || try == watchTries {
+			break
+		}
+		// The store moved on between the check and the write: look
+		// again (a stage may have landed meanwhile).
+	}
+	if err != nil {
+		if be := (*store.BatchError)(nil); errors.As(err, &be) {
+			w.tried, w.sum = true, sum
+		}
+		return store.Result{}, false, err
+	}
+	w.tried, w.sum = true, sum
+	return res, true, nil
+}
+
+// watchTries bounds how often a directory's write whose store revision
+// moved on between its check and its write is tried again in one round;
+// the next round tries anew.
+const watchTries = 3
+
+// StagedError is the refusal to apply a watched directory while a
+// revision is staged (docs/rollouts.md): it is applied once the staged
+// revision is promoted or aborted.
+type StagedError struct {
+	Dir    string
+	Rev    int64
+	Canary string
+}
+
+func (e *StagedError) Error() string {
+	return fmt.Sprintf("%s is not applied while revision %d is staged for the canary %s: run `xdsd rollout promote %d` or `xdsd rollout abort %d`, and the directory is applied next",
+		e.Dir, e.Rev, e.Canary, e.Rev, e.Rev)
+}
+
+// apply writes the directory's documents docs, with the record of what it
+// defines, only at a revision at which nothing is staged: the check and
+// the write are one (store.Batch.IfRev), so a canary apply committed
+// meanwhile through another replica is never written over. A write
+// refused because the store moved on is a store.ErrConflict.
+func (w *DirWatcher) apply(ctx context.Context, docs []*resource.Document) (store.Result, error) {
+	at := w.Store.Rev()
+	// While a revision is staged nothing else commits (docs/rollouts.md):
+	// the directory is read again each round, and applied once the
+	// staged revision is promoted or aborted.
+	if maybe, err := store.MaybeStaged(ctx, w.Store, at); err != nil {
+		return store.Result{}, err
+	} else if maybe {
+		l, err := w.Store.Revisions(ctx, store.HistoryQuery{Limit: 1})
+		if err != nil {
+			return store.Result{}, err
+		}
+		rec, staged, err := store.StagedIn(l)
+		if err != nil {
+			return store.Result{}, err
+		}
+		if staged {
+			return store.Result{}, &StagedError{Dir: w.Dir, Rev: rec.Rev, Canary: rec.Audit.Stage.Canary}
+		}
+		at = l.Rev
+	}
 	rec, err := w.Store.Meta(ctx, w.key)
 	if err != nil {
-		return store.Result{}, false, fmt.Errorf("reading what %s defined from the store: %w", w.Dir, err)
+		return store.Result{}, fmt.Errorf("reading what %s defined from the store: %w", w.Dir, err)
 	}
 	owned, err := decodeOwnership(rec)
 	if err != nil {
-		return store.Result{}, false, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
+		return store.Result{}, fmt.Errorf("the store's record of what %s defined (metadata %q): %w", w.Dir, w.key, err)
 	}
-	b := store.Batch{Audit: store.Audit{Via: "watch " + w.Dir}}
+	b := store.Batch{Audit: store.Audit{Via: "watch " + w.Dir}, IfRev: at}
 	now := map[resource.Key]string{} // → the file defining it
 	groups := map[[2]string]bool{}
 	for _, d := range docs {
@@ -231,24 +295,7 @@ func (w *DirWatcher) sync(ctx context.Context) (store.Result, bool, error) {
 	if next := encodeOwnership(now); !bytes.Equal(next, rec) {
 		b.Meta = map[string][]byte{w.key: next}
 	}
-	// While a revision is staged nothing else commits (docs/rollouts.md):
-	// the directory is read again each round, and applied once the
-	// staged revision is promoted or aborted.
-	if rec, staged, err := store.Staged(ctx, w.Store); err != nil {
-		return store.Result{}, false, err
-	} else if staged {
-		return store.Result{}, false, fmt.Errorf("%s is not applied while revision %d is staged for the canary %s: run `xdsd rollout promote %d` or `xdsd rollout abort %d`, and the directory is applied next",
-			w.Dir, rec.Rev, rec.Audit.Stage.Canary, rec.Rev, rec.Rev)
-	}
-	res, err := w.Store.Apply(ctx, b)
-	if err != nil {
-		if be := (*store.BatchError)(nil); errors.As(err, &be) {
-			w.tried, w.sum = true, sum
-		}
-		return store.Result{}, false, err
-	}
-	w.tried, w.sum = true, sum
-	return res, true, nil
+	return w.Store.Apply(ctx, b)
 }
 
 // Run syncs the directory every Interval until ctx ends. Errors after the
