@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,8 +17,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/canary"
 	"github.com/xdsd/xdsd/internal/rollout"
+	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/protocoltest"
@@ -344,4 +347,49 @@ func TestWatchStartsWhileStaged(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// The race of issue 31's TestCanaryGRPC failure under load: the server
+// aborts a staged revision on a canary NACK, and the canary ACKs the
+// abort before the command's wait first looks. The rollout then shows no
+// NACK (the client holds the abort's version), yet the command must
+// still print the NACK — from the server's record of why it aborted.
+func TestCanaryNackPrintedAfterTheAbortIsACKed(t *testing.T) {
+	xds, adm := startServe(t)
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", writeFile(t, t.TempDir(), "c.yaml", cl+"name: c\nalt_stat_name: v1\n")); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	in := newCDSWatch(t, conn, nodeIn(true))
+	in.nack = "bad"
+	in.wait(t, "v1")
+	resp, err := http.Post("http://"+adm+"/v1/apply?source=body&canary=25%25&abort_on_nack=true", "application/yaml", strings.NewReader(cl+"name: c\nalt_stat_name: bad\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res admin.ApplyResult
+	err = json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("apply --canary: %s %v", resp.Status, err)
+	}
+	staged := res.Revision
+	in.wait(t, "bad") // NACKed
+	in.wait(t, "v1")  // the abort, ACKed
+	testutil.Eventually(t, "the rollout to show the abort ACKed", func() bool {
+		in.last()
+		rep, err := fetchRollout(&adminClient{addr: adm}, staged, 0)
+		return err == nil && rep.Stage != nil && rep.Stage.State == store.StateAborted && rep.Nacked == 0 && rep.Acked == 1
+	})
+	var out strings.Builder
+	err = waitStaged(&adminClient{addr: adm}, staged, 10*time.Second, &out)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != exitNacked || !strings.Contains(out.String(), fmt.Sprintf("aborted by revision %d", staged+1)) ||
+		!strings.Contains(out.String(), "NACK by "+nodeIn(true)) || !strings.Contains(out.String(), "cluster c refused") {
+		t.Fatalf("the wait of a revision aborted on a NACK, the abort ACKed since: %v\n%s", err, out.String())
+	}
 }
