@@ -227,6 +227,15 @@ func TestCanaryJudgedAcrossReplicas(t *testing.T) {
 		!strings.Contains(out, "the server holds off promoting it: a canary client on another replica NACKed it") {
 		t.Errorf("status of the held revision: exit %d\n%s%s", code, out, errOut)
 	}
+	if resp, err := http.Get("http://" + admA + "/"); err != nil {
+		t.Error(err)
+	} else {
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), "the server holds off promoting it: a canary client on another replica NACKed it") {
+			t.Errorf("the admin page of the held revision does not say why it is held off")
+		}
+	}
 	if code, out, errOut := runCmd(t, "rollout", "--admin", admA, "abort", fmt.Sprint(staged)); code != 0 {
 		t.Fatalf("abort after the bake with a NACK on B: exit %d\n%s%s", code, out, errOut)
 	}
