@@ -18,9 +18,11 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/xdsd/xdsd/internal/testutil/testpki"
@@ -67,6 +69,10 @@ func echo(_ any, ss grpc.ServerStream) error {
 			return err
 		}
 		n := uint64(len(m.Value))
+		if n == 0 {
+			// An empty message ends the stream from the server's side.
+			return status.Error(codes.FailedPrecondition, "ended by the server")
+		}
 		if isTLS {
 			n |= 1 << 63
 		}
@@ -251,5 +257,68 @@ func TestConnectionOverLimitClosed(t *testing.T) {
 				t.Errorf("refused counter %v after a connection within the limit, want 1", got)
 			}
 		})
+	}
+}
+
+// A stream the server ends stops counting: stream 1 sends an empty
+// message, which its handler answers by ending the stream, and 1,020 KiB
+// of another message it never finishes; once the server's trailers for
+// it are read, streams 3 and 5 send 1,020 and 200 KiB of messages and the
+// connection is kept, though the three together pass the 2 MiB limit.
+func TestServerEndedStreamForgotten(t *testing.T) {
+	s := startServer(t, nil)
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", s.addr}, {":path", echoPath},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	send := func(id uint32, d []byte) {
+		for ; len(d) > 0; d = d[min(len(d), 16384):] {
+			if err := fr.WriteData(id, false, d[:min(len(d), 16384)]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	send(1, append(prefix(0, 0), prefix(testMaxMsg, 'a')[:1020<<10]...))
+	for ended := false; !ended; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("before the server ended stream 1: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			ended = f.StreamID == 1 && f.StreamEnded()
+		case *http2.RSTStreamFrame:
+			ended = f.StreamID == 1
+		}
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: hb.Bytes(), EndHeaders: true})
+	send(3, prefix(testMaxMsg, 'b')[:1020<<10])
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: hb.Bytes(), EndHeaders: true})
+	send(5, prefix(testMaxMsg, 'c')[:200<<10])
+	fr.WritePing(false, pingData)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection was closed: %v", err)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data == pingData {
+			break
+		}
+	}
+	if got := testutil.ToFloat64(s.o.Refused); got != 0 {
+		t.Errorf("refused counter %v, want 0", got)
 	}
 }

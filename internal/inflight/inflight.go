@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
@@ -86,7 +87,9 @@ func (c *creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, e
 	if err != nil {
 		return conn, info, err
 	}
-	return &Conn{Conn: conn, p: newParser(c.o.Limit), o: &c.o}, info, nil
+	cn := &Conn{Conn: conn, p: newParser(c.o.Limit), o: &c.o}
+	cn.p.ends = &cn.ends
+	return cn, info, nil
 }
 
 func (c *creds) Clone() credentials.TransportCredentials {
@@ -94,12 +97,74 @@ func (c *creds) Clone() credentials.TransportCredentials {
 }
 
 // Conn is a server connection whose reads are counted. gRPC reads a
-// connection from one goroutine at a time, so the parser needs no lock.
+// connection from one goroutine at a time, so the parser needs no lock;
+// what it learns from the writes (ends) is handed over under one.
 type Conn struct {
 	net.Conn
 	p      *parser
 	o      *Options
 	closed bool
+	ends   ends
+}
+
+// Write writes to the connection and notes the streams the server ends
+// in what it wrote.
+func (c *Conn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.ends.feed(b[:n])
+	return n, err
+}
+
+// ends follows the frames the server writes for the streams it ends:
+// trailers (HEADERS with END_STREAM) and RST_STREAM. gRPC holds nothing
+// more of such a stream, and its client may stop sending on it
+// mid-message without ending it from its side (it need not: the stream
+// is closed), so the reader forgets its message.
+type ends struct {
+	mu   sync.Mutex
+	hdr  [9]byte
+	nh   int
+	hr   bytes.Reader
+	left uint32   // payload bytes of the frame being written still to skip
+	ids  []uint32 // streams ended since the reader last took them
+}
+
+func (e *ends) feed(b []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(b) > 0 {
+		if e.left > 0 {
+			k := min(e.left, uint32(len(b)))
+			e.left -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(e.hdr[e.nh:], b)
+		e.nh += k
+		b = b[k:]
+		if e.nh < len(e.hdr) {
+			return
+		}
+		e.nh = 0
+		e.hr.Reset(e.hdr[:])
+		fh, err := http2.ReadFrameHeader(&e.hr)
+		if err != nil { // cannot happen: nine bytes are there
+			panic(err)
+		}
+		e.left = fh.Length
+		if fh.Type == http2.FrameRSTStream || fh.Type == http2.FrameHeaders && fh.Flags.Has(http2.FlagHeadersEndStream) {
+			e.ids = append(e.ids, fh.StreamID)
+		}
+	}
+}
+
+// take returns the streams ended since the last take, reusing buf.
+func (e *ends) take(buf []uint32) []uint32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	buf = append(buf[:0], e.ids...)
+	e.ids = e.ids[:0]
+	return buf
 }
 
 // ErrOverLimit is what a read returns once the connection has passed the
@@ -151,7 +216,8 @@ type msg struct {
 // included) and recordCost for each stream reading one. The check allows
 // one record on top of the limit, so that a single request of Limit bytes
 // always fits. A message's bytes stop counting when it is complete, or
-// when its stream ends: END_STREAM on DATA or HEADERS, or RST_STREAM.
+// when its stream ends: the client's END_STREAM (on DATA or HEADERS) or
+// RST_STREAM, or the server's trailers or RST_STREAM (ends).
 type parser struct {
 	max     int64 // limit plus one record
 	held    int64
@@ -167,15 +233,51 @@ type parser struct {
 	inFrame, padded bool
 	pad             uint32
 	streams         map[uint32]msg
+
+	// ends, when set, are the streams the server ended (Conn.Write).
+	// Data the client still sends on them is not counted: gRPC drops
+	// it. The last maxEnded are remembered; data on an older one counts
+	// again, erring the strict way.
+	ends   *ends
+	taken  []uint32
+	ended  map[uint32]struct{}
+	eorder []uint32 // ended, oldest first
 }
 
+// maxEnded is how many server-ended streams a parser remembers.
+const maxEnded = 1024
+
 func newParser(limit int64) *parser {
-	return &parser{max: limit + recordCost, preface: len(http2.ClientPreface), streams: map[uint32]msg{}}
+	return &parser{max: limit + recordCost, preface: len(http2.ClientPreface), streams: map[uint32]msg{}, ended: map[uint32]struct{}{}}
+}
+
+// serverEnded forgets the message of a stream the server ended, and
+// remembers the stream.
+func (p *parser) serverEnded(id uint32) {
+	if m, ok := p.streams[id]; ok {
+		p.held -= m.have + recordCost
+		delete(p.streams, id)
+	}
+	if _, ok := p.ended[id]; ok {
+		return
+	}
+	if len(p.eorder) == maxEnded {
+		delete(p.ended, p.eorder[0])
+		p.eorder = append(p.eorder[:0], p.eorder[1:]...)
+	}
+	p.ended[id] = struct{}{}
+	p.eorder = append(p.eorder, id)
 }
 
 // feed follows b. It returns 0, or the bytes the connection would hold
 // when they pass the limit; the parser is then of no further use.
 func (p *parser) feed(b []byte) int64 {
+	if p.ends != nil {
+		p.taken = p.ends.take(p.taken)
+		for _, id := range p.taken {
+			p.serverEnded(id)
+		}
+	}
 	for len(b) > 0 {
 		if p.preface > 0 {
 			k := min(p.preface, len(b))
@@ -256,6 +358,9 @@ func (p *parser) endFrame() {
 
 // data follows d, the data of a DATA frame of stream id.
 func (p *parser) data(id uint32, d []byte) int64 {
+	if _, gone := p.ended[id]; gone {
+		return 0
+	}
 	m, ok := p.streams[id]
 	for len(d) > 0 {
 		if !ok {

@@ -275,3 +275,77 @@ func BenchmarkParserFeed(b *testing.B) {
 		}
 	}
 }
+
+// serverFrames is what a server writes: trailers ending stream id, or
+// RST_STREAM, among other frames.
+func serverFrames(t testing.TB, rst bool, ids ...uint32) []byte {
+	var b bytes.Buffer
+	fr := http2.NewFramer(&b, nil)
+	fr.WriteSettings()
+	for _, id := range ids {
+		fr.WriteData(id, false, grpcMsg(40))
+		if rst {
+			fr.WriteRSTStream(id, http2.ErrCodeNo)
+		} else {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: []byte("trailers"), EndHeaders: true, EndStream: true})
+		}
+	}
+	fr.WritePing(false, [8]byte{})
+	return b.Bytes()
+}
+
+// A stream the server ends (trailers, or RST_STREAM) stops counting: its
+// message is forgotten, and what the client still sends on it (gRPC drops
+// it) is not counted; the server's writes are followed however they are
+// cut.
+func TestParserServerEnds(t *testing.T) {
+	for _, rst := range []bool{false, true} {
+		w := newWire(t)
+		w.headers(1, false).headers(3, false).data(1, false, grpcMsg(1000)[:600]).data(3, false, grpcMsg(100)[:50])
+		before := w.buf.Bytes()
+		written := serverFrames(t, rst, 1)
+		w2 := newWire(t)
+		w2.buf.Reset()
+		w2.data(1, false, grpcMsg(1000)[600:900]).data(3, false, grpcMsg(100)[50:80])
+		after := w2.buf.Bytes()
+		for how, cut := range splits(uint64(len(written))) {
+			var e ends
+			p := newParser(1 << 20)
+			p.ends = &e
+			feedSplit(p, before, cut)
+			if p.held != 595+45+2*recordCost {
+				t.Fatalf("rst %v, %s: holds %d before the server ends stream 1", rst, how, p.held)
+			}
+			for b := written; len(b) > 0; {
+				k := min(max(cut(len(b)), 1), len(b))
+				e.feed(b[:k])
+				b = b[k:]
+			}
+			feedSplit(p, after, cut)
+			if p.held != 75+recordCost || len(p.streams) != 1 {
+				t.Errorf("rst %v, %s: holds %d in %d streams after the server ended stream 1, want %d in 1", rst, how, p.held, len(p.streams), 75+recordCost)
+			}
+		}
+	}
+}
+
+// Past maxEnded server-ended streams, the oldest is forgotten: data on it
+// counts again (the strict way to err).
+func TestParserEndedRemembered(t *testing.T) {
+	var e ends
+	p := newParser(1 << 20)
+	p.ends = &e
+	p.preface = 0
+	ids := make([]uint32, maxEnded+1)
+	for i := range ids {
+		ids[i] = uint32(2*i + 1)
+	}
+	e.feed(serverFrames(t, true, ids...))
+	w := newWire(t)
+	w.buf.Reset()
+	w.data(ids[0], false, grpcMsg(100)[:50]).data(ids[1], false, grpcMsg(100)[:50])
+	p.feed(w.buf.Bytes())
+	if p.held != 45+recordCost || len(p.ended) != maxEnded {
+		t.Errorf("holds %d, remembers %d ended streams; want %d and %d", p.held, len(p.ended), 45+recordCost, maxEnded)
+	}
+}
