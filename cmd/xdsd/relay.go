@@ -16,6 +16,7 @@ import (
 	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/relayrole"
+	"github.com/xdsd/xdsd/internal/tuning/initgc"
 )
 
 type relayFlags struct {
@@ -25,6 +26,7 @@ type relayFlags struct {
 }
 
 func runRelay(args []string, stdout, stderr io.Writer) error {
+	initgc.Settle() // a long-running command: GOGC is its own from the start
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	var f relayFlags
 	fs.StringVar(&f.upstream, "upstream", "", "the upstream xDS server (every authority goes to it)")

@@ -28,6 +28,7 @@ import (
 	"github.com/xdsd/xdsd/internal/store/etcd"
 	"github.com/xdsd/xdsd/internal/store/mem"
 	"github.com/xdsd/xdsd/internal/tuning"
+	"github.com/xdsd/xdsd/internal/tuning/initgc"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -105,6 +106,7 @@ type serveFlags struct {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
+	initgc.Settle() // a long-running command: GOGC is its own from the start
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs, "127.0.0.1:18000", "127.0.0.1:18001")

@@ -83,7 +83,10 @@
 // back after that collection. A one-cluster `xdsd apply` (no streams, 30
 // interleaved runs, load 19) took 17.9 ms of CPU (15.0-20.3) against 24.6
 // ms (18.9-32.2), and 24.9 ms of wall time against 32.9 ms; it runs no
-// collection at all. TestNoCollectionWhileInitialising and
+// collection at all. `xdsd serve` and `xdsd relay` run long and have
+// their GOGC at once (initgc.Settle, as they start): Memory notes GOGC
+// when an apply begins, to put it back after, and must never note the
+// raised one. TestNoCollectionWhileInitialising and
 // TestCollectorOnAfterInit (cmd/xdsd) check both halves. Embedders import
 // neither, and keep the runtime's defaults.
 //

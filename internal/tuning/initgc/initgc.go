@@ -18,7 +18,10 @@
 // due when the heap has grown by what it would have grown by from empty
 // (4 MB at GOGC=100), past what initialisation left, so a short command
 // runs none; once one has run, the percentage the process started with
-// is back. Only cmd/xdsd imports this package: a program that imports it
+// is back. A long-running command calls Settle as it starts: it gets that
+// percentage at once, before anything else reads or steers it (xdsd
+// serve's internal/tuning notes GOGC as an apply begins, to put it back
+// after). Only cmd/xdsd imports this package: a program that imports it
 // must call Restore from its main package's init.
 package initgc
 
@@ -26,6 +29,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 )
 
 // prev is the GC percentage the process started with (GOGC, 100 by
@@ -56,5 +60,23 @@ func Restore() {
 	// A sentinel that only a collection frees says when the first one
 	// has run (large enough not to share a tiny block with anything).
 	sentinel := new([64]byte)
-	runtime.AddCleanup(sentinel, func(p int) { debug.SetGCPercent(p) }, prev)
+	runtime.AddCleanup(sentinel, func(p int) {
+		if !settled.Load() {
+			debug.SetGCPercent(p)
+		}
+	}, prev)
+}
+
+// settled is set by Settle: the percentage is the process's, and what
+// steers it from then on is not to be undone by Restore's cleanup.
+var settled atomic.Bool
+
+// Settle gives the collector the percentage the process started with
+// now, for a command that runs long (xdsd serve, xdsd relay): its first
+// collection is then due at once, as without this package, and nothing
+// that reads GOGC later (internal/tuning) sees the raised one.
+func Settle() {
+	if !settled.Swap(true) {
+		debug.SetGCPercent(prev)
+	}
 }
