@@ -144,7 +144,7 @@ func (s *Set) ReachAsked(p constraint.Params, asks Asks) []*Entry {
 func (s *Set) rootsWhere(asks Asks) []group {
 	var roots []group
 	for g := range s.groups {
-		if asks(g.typ, len(s.referrers[g]) > 0) {
+		if asks(g.typ, s.referrers[g].len() > 0) {
 			roots = append(roots, g)
 		}
 	}

@@ -82,22 +82,26 @@ func (o *Over) shadowed(e *Entry) bool {
 
 // referrers calls f with each variant that references g.
 func (o *Over) referrers(g group, f func(*Entry)) {
-	for _, e := range o.top.referrers[g] {
-		f(e)
-	}
-	for _, e := range o.base.referrers[g] {
+	o.top.referrers[g].each(f)
+	o.base.referrers[g].each(func(e *Entry) {
 		if !o.shadowed(e) {
 			f(e)
 		}
-	}
+	})
 }
 
 // referenced reports whether some variant references g.
 func (o *Over) referenced(g group) bool {
-	if len(o.top.referrers[g]) > 0 {
+	if o.top.referrers[g].len() > 0 {
 		return true
 	}
-	for _, e := range o.base.referrers[g] {
+	rs := o.base.referrers[g]
+	for _, e := range rs.list {
+		if !o.shadowed(e) {
+			return true
+		}
+	}
+	for e := range rs.set {
 		if !o.shadowed(e) {
 			return true
 		}

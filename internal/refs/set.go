@@ -48,9 +48,63 @@ type Set struct {
 	auths   map[string]int // authorities of the set's xdstp:// names → the variants in each
 	stats   paramStats
 	// referrers lists, for each resource named by a reference, the
-	// variants that reference it (once per reference): what a change to
-	// it may affect.
-	referrers map[group][]*Entry
+	// variants that reference it: what a change to it may affect.
+	referrers map[group]referrers
+}
+
+// referrers are the variants that reference a resource: a list while
+// they are few, a set once they are many (every cluster of a mesh may
+// name one secret), so that removing one is never a walk of a million.
+type referrers struct {
+	list []*Entry       // once per reference
+	set  map[*Entry]int // entry → its references; nil while list serves
+}
+
+// maxReferrerList is how many references a list holds before a set
+// replaces it.
+const maxReferrerList = 64
+
+func (r referrers) len() int { return len(r.list) + len(r.set) }
+
+// each calls f with each variant, once per reference in a list, once in
+// a set.
+func (r referrers) each(f func(*Entry)) {
+	for _, e := range r.list {
+		f(e)
+	}
+	for e := range r.set {
+		f(e)
+	}
+}
+
+func (r referrers) add(e *Entry) referrers {
+	if r.set == nil && len(r.list) < maxReferrerList {
+		r.list = append(r.list, e)
+		return r
+	}
+	if r.set == nil {
+		r.set = make(map[*Entry]int, 2*len(r.list))
+		for _, o := range r.list {
+			r.set[o]++
+		}
+		r.list = nil
+	}
+	r.set[e]++
+	return r
+}
+
+func (r referrers) remove(e *Entry) referrers {
+	if r.set != nil {
+		if r.set[e]--; r.set[e] <= 0 {
+			delete(r.set, e)
+		}
+		return r
+	}
+	if j := slices.Index(r.list, e); j >= 0 {
+		r.list[j] = r.list[len(r.list)-1]
+		r.list = r.list[:len(r.list)-1]
+	}
+	return r
 }
 
 // paramStats counts the parameter keys and values the variants mention,
@@ -91,7 +145,7 @@ func (s *Set) Add(e *Entry) {
 	if s.groups == nil {
 		s.groups = map[group][]*Entry{}
 		s.auths = map[string]int{}
-		s.referrers = map[group][]*Entry{}
+		s.referrers = map[group]referrers{}
 	}
 	g := group{e.Type, e.Name}
 	s.groups[g] = append(s.groups[g], e)
@@ -104,7 +158,7 @@ func (s *Set) Add(e *Entry) {
 	s.stats.count(e.Constraints, 1)
 	for _, r := range e.Refs {
 		t := group{r.Type, r.Name}
-		s.referrers[t] = append(s.referrers[t], e)
+		s.referrers[t] = s.referrers[t].add(e)
 	}
 }
 
@@ -131,12 +185,7 @@ func (s *Set) Remove(e *Entry) {
 	s.stats.count(e.Constraints, -1)
 	for _, r := range e.Refs {
 		t := group{r.Type, r.Name}
-		rs := s.referrers[t]
-		if j := slices.Index(rs, e); j >= 0 {
-			rs[j] = rs[len(rs)-1]
-			rs = rs[:len(rs)-1]
-		}
-		if len(rs) == 0 {
+		if rs := s.referrers[t].remove(e); rs.len() == 0 {
 			delete(s.referrers, t)
 		} else {
 			s.referrers[t] = rs
