@@ -28,6 +28,7 @@ import (
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/mtls"
+	"github.com/xdsd/xdsd/internal/tuning"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -73,6 +74,7 @@ type Server struct {
 	memo    memo
 	sets    watchSets
 	metrics *metrics
+	sendq   sendPool // sends of single-goroutine streams
 	fleet   *fleet.Index
 	replica atomic.Pointer[string] // SetReplica's name
 
@@ -114,7 +116,7 @@ func NewCacheServer(d *db.DB, o Options, p cachepolicy.Policy) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Server{db: d, opts: o, policy: p, log: o.Logger, cache: newBodyCache(o.CacheBytes),
+	return &Server{db: d, opts: o, policy: p, log: o.Logger, cache: newBodyCache(o.CacheBytes), sendq: sendPool{base: max(1, tuning.SendWorkers())},
 		metrics: newMetrics(o.Registerer), streams: map[uint64]*stream{}, conns: map[string]*connBudget{}, fleet: fleet.NewIndex()}
 }
 

@@ -60,8 +60,9 @@ type stream struct {
 	started  time.Time
 
 	sub *db.Subscriber
-	// A single-goroutine stream (runSingle) starts a sender goroutine when
-	// signalled; a paired one (runPaired) wakes its sender through wake.
+	// A single-goroutine stream (runSingle) is queued on the server's send
+	// pool when signalled; a paired one (runPaired) wakes its sender
+	// through wake.
 	wake    chan struct{}
 	sendMu  sync.Mutex
 	sender  int32 // senderIdle…senderStopped, guarded by sendMu
@@ -116,7 +117,7 @@ func (s *stream) signal() {
 	case senderIdle:
 		s.sender = senderRunning
 		s.senders.Add(1)
-		go s.sendLoop()
+		s.srv.sendq.add(s)
 	case senderRunning:
 		s.sender = senderAgain
 	}
@@ -126,17 +127,17 @@ func (s *stream) signal() {
 
 // States of a stream's sender (single-goroutine streams, runSingle).
 const (
-	senderIdle    int32 = iota // no sender goroutine
-	senderRunning              // one runs
-	senderAgain                // one runs, and was signalled since it last collected
-	senderStopped              // the stream is over: none starts
+	senderIdle    int32 = iota // not queued on the send pool, nothing being sent
+	senderRunning              // queued, or being sent on by a pool goroutine
+	senderAgain                // being sent on, and signalled since it last collected
+	senderStopped              // the stream is over: it is queued no more
 )
 
 // run serves the stream until it ends, on the gRPC handler's goroutine.
 // With ServerOptions' stream context (stop, non-nil) an idle stream costs
 // that one goroutine: it reads requests, and responses are computed and
-// sent by a goroutine that exists only while there is something to send
-// (runSingle). Without it, run cannot end a read in progress, so it keeps a
+// sent by the server's send pool, whose goroutines exist only while some
+// stream has something to send (runSingle, sendPool). Without it, run cannot end a read in progress, so it keeps a
 // second goroutine for reading (runPaired).
 func (s *stream) run(ctx context.Context, stop context.CancelFunc) error {
 	if stop == nil {
@@ -149,7 +150,7 @@ func (s *stream) run(ctx context.Context, stop context.CancelFunc) error {
 // stream's context (ctx) is the one ServerOptions' tap gave the gRPC
 // stream, so cancelling it (Close, a failed send, a bad request) ends a
 // read in progress and a send waiting for flow control: the handler never
-// returns while a sender goroutine may still call SendMsg.
+// returns while the send pool may still call SendMsg on the stream.
 func (s *stream) runSingle(ctx context.Context) error {
 	err := s.recvLoop(ctx)
 	if errors.Is(err, io.EOF) {
@@ -176,9 +177,10 @@ func (s *stream) runSingle(ctx context.Context) error {
 	return err
 }
 
-// sendLoop is a single-goroutine stream's sender: it sends what is due
-// until nothing is, then ends (signal starts another when there is more).
-func (s *stream) sendLoop() {
+// sendDue is a single-goroutine stream's sender, run by the server's send
+// pool: it sends what is due until nothing is (signal queues the stream
+// again when there is more).
+func (s *stream) sendDue() {
 	defer s.senders.Done()
 	for {
 		if err := s.flush(); err != nil {
@@ -219,9 +221,9 @@ func (s *stream) sendLoop() {
 }
 
 // failed records the first error a send met and ends the stream. Apart
-// from sendLoop, so that only a failure allocates the error's copy (an
+// from sendDue, so that only a failure allocates the error's copy (an
 // error variable whose address is taken is allocated where it is
-// declared: in sendLoop, on every flush).
+// declared: in sendDue, on every flush).
 func (s *stream) failed(err error) {
 	s.sendErr.CompareAndSwap(nil, &err)
 	s.cancel()
@@ -235,7 +237,13 @@ func (s *stream) flush() error {
 			return nil
 		}
 		for i := range out {
-			if err := s.ss.SendMsg(&out[i].enc); err != nil {
+			var err error
+			if s.wake == nil {
+				err = s.srv.sendq.send(s, &out[i].enc)
+			} else {
+				err = s.ss.SendMsg(&out[i].enc)
+			}
+			if err != nil {
 				return err
 			}
 			s.srv.metrics.sent(&out[i])
