@@ -203,8 +203,8 @@ func (s *stream) handlePlainDeltaAck(typeURL, nonce []byte) bool {
 	// Newest first: a client ACKs the response it just received, which is
 	// the last sent unless more went out since (nonces are unique on a
 	// stream, so the order finds the same one).
-	for i := len(ts.recent) - 1; i >= 0; i-- {
-		if r := ts.recent[i]; r.nonce == string(nonce) {
+	for k := range len(ts.recent) {
+		if r := ts.newest(k); r.nonce == string(nonce) {
 			s.ackOrNack(ts, r.nonce, r.version, r.version, "", false, time.Now())
 			return true
 		}

@@ -241,18 +241,7 @@ func (s *stream) finish(ts *typeState, r *response) out {
 		}
 	}
 	if s.delta {
-		// The last maxRecent, oldest first, in an array made once: a
-		// window sliding along an appended slice reallocated it every
-		// few responses.
-		if len(ts.recent) < maxRecent {
-			if ts.recent == nil {
-				ts.recent = make([]sent, 0, maxRecent)
-			}
-			ts.recent = append(ts.recent, sent{nonce, r.version})
-		} else {
-			copy(ts.recent, ts.recent[1:])
-			ts.recent[maxRecent-1] = sent{nonce, r.version}
-		}
+		ts.remember(sent{nonce, r.version})
 	}
 	return out{typ: ts.typ, counters: ts.counters(s.srv.metrics), enc: enc, items: len(r.items) + len(r.removed) + len(r.removedNames), since: ts.since}
 }
