@@ -40,7 +40,10 @@ func (s *stream) collect() []out {
 	var buf [4]*typeState
 	busy := buf[:0]
 	beats := false
-	for _, ts := range s.types {
+	// The slice, not the map: starting a map's iteration was 15 % of
+	// collect's time in a fan-out (two per response: the second finds
+	// nothing due).
+	for _, ts := range s.typeList {
 		if ts.busy() {
 			busy = append(busy, ts)
 		}

@@ -81,7 +81,8 @@ type stream struct {
 	rechecks   atomic.Bool   // a SotW full state has waited for its source (Policy.PendingWait)
 	outs       []out         // collect's result, reused (guarded by mu)
 	types      map[string]*typeState
-	lastType   *typeState // the one knownType last found
+	typeList   []*typeState // types' values, in the order made: walked without a map iterator
+	lastType   *typeState   // the one knownType last found
 	nonces     uint64
 	watchCount int
 	subBytes   int64       // subscription state, in subCost bytes (MaxSubscriptionBytes)
@@ -392,7 +393,7 @@ func (s *stream) aside(handle func() error) error {
 func (s *stream) due() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ts := range s.types {
+	for _, ts := range s.typeList {
 		if ts.busy() {
 			return true
 		}
@@ -473,6 +474,7 @@ func (s *stream) typeState(typeURL string) *typeState {
 	if ts == nil {
 		ts = newTypeState(resource.ForURL(typeURL))
 		s.types[typeURL] = ts
+		s.typeList = append(s.typeList, ts)
 	}
 	return ts
 }
