@@ -90,6 +90,26 @@
 // TestCollectorOnAfterInit (cmd/xdsd) check both halves. Embedders import
 // neither, and keep the runtime's defaults.
 //
+// # Sending on a few goroutines (SendWorkers)
+//
+// A protocol server computes and sends responses on a pool of goroutines
+// that go from one signalled stream to the next (internal/protocol,
+// sendPool), keeping SendWorkers of them, one per core, outside a send
+// while streams wait; a goroutine waiting in a send on a slow client's
+// flow control is replaced, not waited for. Before, each stream with
+// something to send had a goroutine started for it, which ended once it
+// had sent: for a change reaching 5,000 streams, 5,000 goroutines started
+// and ended, about a tenth of the server's CPU (runtime.newproc and
+// goexit0 in a pprof of the bench server). Fewer goroutines than cores
+// would leave a core idle while a fan-out waits; more only take turns on
+// the same cores. Measured by `cd bench && go run ./cmd/xdsbench
+// -scenarios a,c -impls xdsd,raw -rounds 9`, two runs each by turns
+// with goroutines started per stream, on 2026-11-28 (load average 13-19,
+// so CPU per response, not time): the server's CPU per response fell
+// from 22.1 to 18.6 µs in (a) and from 17.2 to 13.4 µs in (c) (medians
+// of 18 rounds; BENCHMARKS.md, "CPU per response against raw gRPC").
+// TestSlowStreamsHoldUpNoOne holds the slow-client guarantee.
+//
 // # Not in code: GODEBUG=adaptivestackstart=0
 //
 // The runtime starts goroutines with the average stack it has seen in
