@@ -64,9 +64,10 @@ type Entry struct {
 	Agent   string `json:"agent,omitempty"`
 	Replica string `json:"replica,omitempty"`
 	// ParamSets are the parameter sets of the stream's subscriptions to
-	// the changed names (a locator's, or its node's), each once: a relay
-	// carries many clients' sets on one stream. A param= canary chooses
-	// by them (Canary).
+	// the changed names (a locator's, or its node's), each once, when one
+	// of them is a TP2 locator's: a relay carries many clients' sets on
+	// one stream. A param= canary chooses by them (Canary), else by
+	// Params.
 	ParamSets []map[string]string `json:"param_sets,omitempty"`
 }
 
@@ -114,7 +115,7 @@ func Status(clients []protocol.StreamStatus, rev int64, changes []store.Change, 
 				continue
 			}
 			e := Entry{ID: c.ID, Node: c.NodeID, Address: c.Address, Params: c.Params, Type: t.Type, Changed: names, NoVariant: bare(t, names, now),
-				Identity: c.Identity, Agent: c.Agent, Replica: c.Replica, ParamSets: paramSets(t, names)}
+				Identity: c.Identity, Agent: c.Agent, Replica: c.Replica, ParamSets: paramSets(t, ch)}
 			sotwPartial := !strings.Contains(c.Kind, "delta") && !resource.ForURL(t.URL).FullState
 			switch {
 			case AtLeast(t.AckedVersion, rev) && t.AckedNonce != "":
@@ -180,29 +181,37 @@ func concerned(t protocol.TypeStatus, ch []store.Change) []string {
 	return out
 }
 
-// paramSets returns the distinct parameter sets of t's subscriptions to
-// names (by name, a wildcard or a glob collection; for virtual hosts,
-// subscribed by alias, every subscription of the type), in order.
-func paramSets(t protocol.TypeStatus, names []string) []map[string]string {
+// paramSets returns the distinct parameter sets of t's subscriptions
+// that select a variant changes change (by name, a wildcard or a glob
+// collection, with parameters its constraints match; for virtual hosts,
+// subscribed by alias, every subscription of the type), in order, when
+// one of them is a TP2 locator's: a stream whose subscriptions all go by
+// its node's parameters gets none (its node_params say it), so that a
+// plain fleet's report does not repeat every node's metadata.
+func paramSets(t protocol.TypeStatus, changes []store.Change) []map[string]string {
 	var out []map[string]string
 	seen := map[string]bool{}
+	locator := false
 	for _, s := range t.Subscriptions {
-		covers := t.URL == resource.VirtualHostURL || s.Name == "*" || s.Name == ""
-		for _, n := range names {
+		covers := t.URL == resource.VirtualHostURL
+		for _, c := range changes {
 			if covers {
 				break
 			}
-			g, inGlob := db.InGlob(n)
-			covers = s.Name == n || (inGlob && s.Name == g)
+			covers = subscribes(protocol.TypeStatus{Subscriptions: []protocol.Subscription{s}}, c.Key)
 		}
 		if !covers || len(s.Params) == 0 {
 			continue
 		}
+		locator = locator || s.Locator
 		k := constraint.Params(s.Params).Key()
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, s.Params)
 		}
+	}
+	if !locator {
+		return nil
 	}
 	return out
 }
