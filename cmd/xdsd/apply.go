@@ -324,7 +324,7 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	fleetFile := fleetFlag(fs)
 	force := fs.Bool("force", false, "apply even what the client checks say the client would reject")
 	dryRun := fs.Bool("dry-run", false, "store nothing: print, for each group of clients, the variants it would newly get, lose and keep, and what would refuse the batch (exit status as apply's)")
-	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout)")
+	wait := fs.Bool("wait", false, "after the batch commits, wait until every client it concerns has ACKed or NACKed it (exit 3 if any NACKed, 4 on timeout; with --canary, until the server promotes or aborts it, 6 if a person aborted it with xdsd rollout abort and none NACKed)")
 	waitTimeout := fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
 	timing := fs.Bool("timing", false, "print where the apply's time went on standard error: this command's steps, and the server's (its Server-Timing answer: decode, checks, guard, commit, served)")
 	cf := addCanaryFlags(fs)

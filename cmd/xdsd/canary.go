@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xdsd/xdsd/internal/admin"
@@ -23,6 +24,12 @@ import (
 // exitUndoRefused is apply --rollback-on-nack's exit status when the
 // change was NACKed and undoing it was refused.
 const exitUndoRefused = 5
+
+// exitAborted is apply --canary --wait's exit status when a person
+// aborted the staged revision (xdsd rollout abort) while the command
+// waited and no canary client had NACKed it: the change is not in
+// place, but no client refused it either (3 says that one did).
+const exitAborted = 6
 
 // canaryFlags are apply's safe-rollout flags.
 type canaryFlags struct {
@@ -94,11 +101,10 @@ func waitStaged(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) 
 		fmt.Fprintf(w, "revision %d promoted by revision %d (%s): every client gets it\n", rev, st.ClosedBy, reasonOr(st))
 		return nil
 	case store.StateAborted:
-		by := st.Via
-		if st.Reason != "" {
-			by = "the server, on a canary NACK"
+		if !closedByServer(st) {
+			return operatorAbort(w, rep, rev)
 		}
-		fmt.Fprintf(w, "revision %d aborted by revision %d (%s): the canary clients are back on the previous variants\n", rev, st.ClosedBy, by)
+		fmt.Fprintf(w, "revision %d aborted by revision %d (the server, on a canary NACK): the canary clients are back on the previous variants\n", rev, st.ClosedBy)
 		if e, ok := nackOf(rep); ok {
 			fmt.Fprintf(w, "NACK by %s (%s) of version %s: %s\n", e.Node, describeGroup(e), e.Version, e.Error)
 		} else if st.Reason != "" {
@@ -126,6 +132,37 @@ func waitStaged(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) 
 	}
 	fmt.Fprintf(w, "revision %d stays staged: run `xdsd rollout promote %d` to serve it to every client, or `xdsd rollout abort %d`\n", rev, rev, rev)
 	return nil
+}
+
+// closedByServer reports whether the server itself promoted or aborted a
+// staged revision (on a NACK, or after its bake) rather than a person's
+// xdsd rollout command: the server's revision carries why, and its audit
+// says "server: rollout …".
+func closedByServer(st *rollout.Stage) bool {
+	return st.Reason != "" || strings.HasPrefix(st.Via, "server:")
+}
+
+// operatorAbort reports, for apply --canary --wait, a staged revision
+// that a person aborted (xdsd rollout abort) while the command waited:
+// which revision did it, whose command it was, and whether a canary
+// client had NACKed it. A NACK still exits 3, as any NACK does; an abort
+// that no NACK explains exits 6 (exitAborted), so that a script tells "the
+// clients refused it" from "someone took it back".
+func operatorAbort(w io.Writer, rep rollout.Report, rev int64) error {
+	st := rep.Stage
+	by := "`xdsd " + st.Via + "`"
+	if st.Who != "" {
+		by += " by " + st.Who
+	}
+	if st.From != "" {
+		by += " from " + st.From
+	}
+	fmt.Fprintf(w, "revision %d aborted by revision %d (%s): the canary clients are back on the previous variants\n", rev, st.ClosedBy, by)
+	if e, ok := nackOf(rep); ok {
+		fmt.Fprintf(w, "NACK by %s (%s) of version %s: %s\n", e.Node, describeGroup(e), e.Version, e.Error)
+		return exitError{exitNacked, fmt.Sprintf("revision %d was NACKed, and aborted by a person (revision %d, %s)", rev, st.ClosedBy, by)}
+	}
+	return exitError{exitAborted, fmt.Sprintf("revision %d was aborted by a person, not NACKed: revision %d (%s) took it back before it was promoted; see xdsd history", rev, st.ClosedBy, by)}
 }
 
 func reasonOr(st *rollout.Stage) string {

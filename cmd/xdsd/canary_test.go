@@ -402,3 +402,50 @@ func TestCanaryNackPrintedAfterTheAbortIsACKed(t *testing.T) {
 		t.Fatalf("the wait of a revision aborted on a NACK, the abort ACKed since: %v\n%s", err, out.String())
 	}
 }
+
+// apply --canary --bake --wait whose staged revision a person aborts
+// (xdsd rollout abort, from another shell) while no client NACKed it
+// says so — which revision, whose command — and exits 6, not 3 (a NACK).
+func TestCanaryWaitAbortedByAPerson(t *testing.T) {
+	xds, adm := startServe(t)
+	dir := t.TempDir()
+	file := func(tag string) string { return writeFile(t, dir, "c.yaml", cl+"name: c\nalt_stat_name: "+tag+"\n") }
+	if code, _, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "-f", file("v1")); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	in := newCDSWatch(t, conn, nodeIn(true))
+	in.wait(t, "v1")
+	done := make(chan [3]any, 1)
+	f2 := file("v2")
+	go func() {
+		code, out, errOut := runCmd(t, "apply", "--admin", adm, "--client", "none", "--canary", "25%", "--bake", "30m", "--wait", "--wait-timeout", "40m", "-f", f2)
+		done <- [3]any{code, out, errOut}
+	}()
+	in.wait(t, "v2") // staged, and ACKed by the canary client
+	staged := listResources(t, adm, "").Revision
+	if code, out, errOut := runCmd(t, "rollout", "--admin", adm, "abort", fmt.Sprint(staged)); code != 0 {
+		t.Fatalf("rollout abort: exit %d\n%s%s", code, out, errOut)
+	}
+	var o [3]any
+	testutil.Eventually(t, "the waiting apply to end", func() bool {
+		in.last()
+		select {
+		case o = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	code, out, errOut := o[0].(int), o[1].(string), o[2].(string)
+	want := fmt.Sprintf("revision %d aborted by revision %d (`xdsd rollout abort %d` from 127.0.0.1:", staged, staged+1, staged)
+	if code != exitAborted || !strings.Contains(out, want) || strings.Contains(out, "NACK by") ||
+		!strings.Contains(errOut, fmt.Sprintf("revision %d was aborted by a person, not NACKed", staged)) {
+		t.Fatalf("apply --canary --bake --wait aborted by a person: exit %d, want %d and %q\n%s%s", code, exitAborted, want, out, errOut)
+	}
+	in.wait(t, "v1")
+}

@@ -17,7 +17,8 @@ import (
 // 3 when a client NACKed; 4 when the rollout is not known to be done
 // within --wait-timeout: a client has not answered, or a registered
 // replica did not answer (whether its clients took the change is
-// unknown).
+// unknown). 5 and 6 are apply --canary's and --rollback-on-nack's
+// (canary.go).
 const (
 	exitNacked  = 3
 	exitTimeout = 4

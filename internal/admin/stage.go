@@ -196,7 +196,7 @@ func (a *api) stageState(ctx context.Context, rev int64) (*rollout.Stage, error)
 	if err != nil || !ok {
 		return st, err
 	}
-	st.ClosedBy, st.Via = next.Rev, next.Audit.Via
+	st.ClosedBy, st.Via, st.Who, st.From = next.Rev, next.Audit.Via, next.Audit.Who, next.Audit.From
 	if ns := next.Audit.Stage; ns != nil && ns.Of == rev {
 		st.State, st.Reason = ns.State, ns.Reason
 	} else {

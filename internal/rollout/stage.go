@@ -17,11 +17,17 @@ type Stage struct {
 	AbortOnNack bool   `json:"abort_on_nack,omitempty"`
 	// BakeEnds is when the server may promote it by itself.
 	BakeEnds *time.Time `json:"bake_ends,omitempty"`
-	// ClosedBy is the revision that promoted or aborted it; Via says who
-	// made that revision, and Reason why, when the server did.
+	// ClosedBy is the revision that promoted or aborted it; Via says what
+	// made that revision ("rollout abort 6" for a person's command,
+	// "server: rollout abort 6" for the server's), and Reason why, when
+	// the server did. Who and From are that revision's audit: the
+	// identity that wrote it (empty when unidentified) and its address,
+	// so that a person's abort can be traced to them.
 	ClosedBy int64  `json:"closed_by,omitempty"`
 	Via      string `json:"via,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	Who      string `json:"who,omitempty"`
+	From     string `json:"from,omitempty"`
 	// HeldOff, while the revision is staged and its bake is over, says
 	// why the server answering has not promoted it: a canary client
 	// NACKed it, a replica did not answer about its canary, or no canary
