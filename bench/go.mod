@@ -29,6 +29,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )
 
 require (

@@ -16,8 +16,8 @@ import (
 // benchmarks hold 100,000 of them where gRPC streams would cost a
 // process of their own.
 func AddIdleStream(s *Server, node string, params constraint.Params, typeURL string, names ...string) {
-	st := &stream{srv: s, id: s.ids.Add(1), addr: "127.0.0.1:1", started: time.Now(), types: map[string]*typeState{},
-		limiter: newLimiter(1, 1)}
+	st := &stream{srv: s, id: s.ids.Add(1), addr: "127.0.0.1:1", started: time.Now(), types: map[string]*typeState{}}
+	initLimiter(&st.limiter, 1, 1)
 	st.sub = db.NewSubscriber(func() {})
 	st.sub.Owner = st
 	s.mu.Lock()

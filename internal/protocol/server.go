@@ -19,6 +19,7 @@ import (
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	statusservice "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -178,9 +179,9 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	st := &stream{cancel: cancel,
 		srv: s, ss: ss, delta: delta, fixedType: typeURL,
 		id: s.ids.Add(1), addr: peerAddr(ctx), identity: mtls.FromContext(ctx), started: time.Now(),
-		types:   map[string]*typeState{},
-		limiter: newLimiter(s.opts.RequestRate, s.opts.RequestBurst),
+		types: map[string]*typeState{},
 	}
+	initLimiter(&st.limiter, s.opts.RequestRate, s.opts.RequestBurst)
 	if stop == nil {
 		st.wake = make(chan struct{}, 1)
 	}
@@ -284,40 +285,18 @@ func (s *Server) Close() {
 	}
 }
 
-// limiter is a token bucket bounding a stream's request rate. A client over
-// its rate is slowed down (its requests wait), never dropped.
-type limiter struct {
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter(rate float64, burst int) limiter {
-	return limiter{rate: rate, burst: float64(burst), tokens: float64(burst)}
-}
-
-func (l *limiter) wait(ctx context.Context) error {
+// initLimiter makes l, a zero rate.Limiter, the token bucket bounding a
+// stream's request rate: ratePerSec requests a second sustained, burst at
+// once. A client over its rate is slowed down (rate.Limiter.Wait: its
+// requests wait), never dropped. The limiter lives in the stream's struct,
+// not behind rate.NewLimiter's pointer, which would cost each stream a
+// second allocation. A zero Limiter starts empty; one second at an
+// infinite rate fills it to its burst, as NewLimiter's starts.
+func initLimiter(l *rate.Limiter, ratePerSec float64, burst int) {
 	now := time.Now()
-	if !l.last.IsZero() {
-		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
-	if l.tokens >= 1 {
-		l.tokens--
-		return nil
-	}
-	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		l.tokens = 0
-		l.last = time.Now()
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	l.SetBurstAt(now.Add(-time.Second), burst)
+	l.SetLimitAt(now.Add(-time.Second), rate.Inf)
+	l.SetLimitAt(now, rate.Limit(ratePerSec))
 }
 
 type metrics struct {

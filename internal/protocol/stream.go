@@ -16,6 +16,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -49,8 +50,7 @@ type stream struct {
 	ss        grpc.ServerStream
 	cancel    context.CancelFunc
 	raw       rawRequest // the SotW request buffer, reused (fastack.go)
-	delta     bool
-	fixedType string // a per-type service's type; "" for ADS
+	fixedType string     // a per-type service's type; "" for ADS
 	id        uint64
 	addr      string
 	identity  string // the client certificate's URI SAN (internal/mtls)
@@ -65,10 +65,10 @@ type stream struct {
 	// through wake.
 	wake    chan struct{}
 	sendMu  sync.Mutex
-	sender  int32 // senderIdle…senderStopped, guarded by sendMu
+	sender  int32       // senderIdle…senderStopped, guarded by sendMu
+	closing atomic.Bool // Close ended the stream (beside sender: no padding)
 	senders sync.WaitGroup
 	sendErr atomic.Pointer[error]
-	closing atomic.Bool // Close ended the stream
 	timerMu sync.Mutex
 	timer   *time.Timer // heartbeats and full-state waits, made when first needed
 
@@ -78,6 +78,7 @@ type stream struct {
 	member     *fleet.Member // the stream's place in the fleet index (counted once it has a node)
 	wrap       bool          // SotW client takes wrapped resources
 	ttl        bool          // delta client supports TTLs and heartbeats (§2.7)
+	delta      bool          // beside the other bools: no padding (TestIdleStreamBudget)
 	rechecks   atomic.Bool   // a SotW full state has waited for its source (Policy.PendingWait)
 	outs       []out         // collect's result, reused (guarded by mu)
 	types      map[string]*typeState
@@ -91,7 +92,7 @@ type stream struct {
 	nackLog    logLimit
 	denyLog    logLimit
 	requests   int
-	limiter    limiter
+	limiter    rate.Limiter // the request rate (initLimiter)
 }
 
 func (s *stream) kind() string {
@@ -329,7 +330,7 @@ func (s *stream) recvLoop(ctx context.Context) error {
 		acked := false // a plain ACK, handled on the fast path
 		if s.delta {
 			if err = s.ss.RecvMsg(&s.raw); err == nil {
-				if err = s.limiter.wait(ctx); err == nil && ctx.Err() == nil {
+				if err = s.limiter.Wait(ctx); err == nil && ctx.Err() == nil {
 					if t, n, ok := readPlainDeltaAck(s.raw.b); ok && s.handlePlainDeltaAck(t, n) {
 						acked = true
 					} else {
@@ -344,7 +345,7 @@ func (s *stream) recvLoop(ctx context.Context) error {
 				}
 			}
 		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
-			if err = s.limiter.wait(ctx); err == nil && ctx.Err() == nil {
+			if err = s.limiter.Wait(ctx); err == nil && ctx.Err() == nil {
 				if a, ok := readPlainAck(s.raw.b); ok && s.handlePlainAck(a) {
 					acked = true
 				} else {
