@@ -25,17 +25,24 @@ const ADSPath = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAg
 
 // State is what an attack did and saw.
 type State struct {
-	Sent   int64  // DATA bytes written
-	Ended  int    // streams the server ended
-	Why    string // how one of them ended
-	Closed bool   // the server closed the connection
+	Sent  int64 // DATA bytes written
+	Ended int   // streams the server ended
+	// Answered is how many streams the server sent a message (DATA) on.
+	Answered int
+	Why      string // how one of them ended
+	Closed   bool   // the server closed the connection
 }
 
 // State reports the attack's state now.
 func (a *Attack) State() State {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := State{Sent: a.sent, Ended: len(a.ended), Closed: a.readErr != nil || a.writeErr != nil}
+	return a.state()
+}
+
+// state is State with a.mu held.
+func (a *Attack) state() State {
+	st := State{Sent: a.sent, Ended: len(a.ended), Answered: len(a.answered), Closed: a.readErr != nil || a.writeErr != nil}
 	for _, w := range a.ended {
 		st.Why = w
 		break
@@ -55,6 +62,7 @@ type Attack struct {
 	initWin  int64
 	win      map[uint32]int64
 	ended    map[uint32]string // stream → why it ended (RST code or grpc-status)
+	answered map[uint32]bool   // streams the server sent DATA on
 	goaway   string
 	readErr  error
 	writeErr error // the server closed the connection mid-write
@@ -80,10 +88,36 @@ func Run(t testing.TB, addr string, streams int, announce, send int64) (*Attack,
 // with ALPN "h2"), to a server called addr.
 func RunOn(t testing.TB, c net.Conn, addr string, streams int, announce, send int64) (*Attack, net.Conn) {
 	t.Helper()
+	return run(t, c, addr, ADSPath, streams, announce, send, nil)
+}
+
+// Complete opens streams streams on one connection to addr calling path
+// (ADSPath, DeltaADSPath) and sends each the whole gRPC message body, one
+// stream after another, as fast as the server's flow control lets it:
+// the attack on what a server holds of requests complete but not yet
+// handled (each is complete before the next begins, so no more than one
+// is ever incomplete). It returns once every
+// byte was sent, or the deadline passed, with the connection still open.
+func Complete(t testing.TB, addr, path string, streams int, body []byte) (*Attack, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run(t, c, addr, path, streams, int64(len(body)), int64(len(body)), body)
+}
+
+// DeltaADSPath is the method of delta ADS streams.
+const DeltaADSPath = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
+
+// run is RunOn calling path; body, when set, is the message sent (send
+// bytes of it), else zeros.
+func run(t testing.TB, c net.Conn, addr, path string, streams int, announce, send int64, body []byte) (*Attack, net.Conn) {
+	t.Helper()
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
-	a := &Attack{fr: http2.NewFramer(c, c), connWin: 65535, initWin: 65535, win: map[uint32]int64{}, ended: map[uint32]string{}}
+	a := &Attack{fr: http2.NewFramer(c, c), connWin: 65535, initWin: 65535, win: map[uint32]int64{}, ended: map[uint32]string{}, answered: map[uint32]bool{}}
 	a.wake = sync.NewCond(&a.mu)
 	a.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	// Our own receive window is large so that the server's answers never
@@ -104,7 +138,7 @@ func RunOn(t testing.TB, c net.Conn, addr string, streams int, announce, send in
 		hb.Reset()
 		for _, f := range [][2]string{
 			{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
-			{":path", ADSPath},
+			{":path", path},
 			{"content-type", "application/grpc"}, {"te", "trailers"},
 		} {
 			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
@@ -144,12 +178,21 @@ func RunOn(t testing.TB, c net.Conn, addr string, streams int, announce, send in
 			}
 			m := min(n, int64(len(chunk)), a.win[id], a.connWin)
 			if m <= 0 {
+				if body != nil {
+					break
+				}
 				continue
 			}
 			buf := chunk[:m]
-			if off := send + 5 - n; off < 5 {
+			off := send + 5 - n
+			if off < 5 {
 				// the length prefix first
-				copy(buf, prefix[off:])
+				k := copy(buf, prefix[off:])
+				if body != nil {
+					copy(buf[k:], body)
+				}
+			} else if body != nil {
+				copy(buf, body[off-5:])
 			}
 			if err := a.fr.WriteData(id, false, buf); err != nil {
 				a.writeErr = err
@@ -163,6 +206,10 @@ func RunOn(t testing.TB, c net.Conn, addr string, streams int, announce, send in
 				delete(left, id)
 			}
 			sent = true
+			if body != nil {
+				// Whole messages, one stream after another.
+				break
+			}
 		}
 		if !sent {
 			a.wake.Wait()
@@ -206,6 +253,8 @@ func (a *Attack) read() {
 			if !f.IsAck() {
 				a.fr.WritePing(true, f.Data)
 			}
+		case *http2.DataFrame:
+			a.answered[f.StreamID] = true
 		case *http2.RSTStreamFrame:
 			a.ended[f.StreamID] = "RST_STREAM " + f.ErrCode.String()
 			if f.ErrCode == http2.ErrCodeRefusedStream {
@@ -230,6 +279,23 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 		}
 	}
 	return ""
+}
+
+// Wait waits until done is true of the attack's state, the connection
+// is closed, or the deadline passes; it returns the last state seen.
+func (a *Attack) Wait(d time.Duration, done func(State) bool) State {
+	stop := time.AfterFunc(d, func() { a.mu.Lock(); a.wake.Broadcast(); a.mu.Unlock() })
+	defer stop.Stop()
+	deadline := time.Now().Add(d)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		st := a.state()
+		if done(st) || st.Closed || !time.Now().Before(deadline) {
+			return st
+		}
+		a.wake.Wait()
+	}
 }
 
 // Closed waits until the server closes the connection, or the deadline
