@@ -359,6 +359,13 @@ func (s *stream) recvLoop(ctx context.Context) error {
 				}
 			}
 		}
+		if cap(s.raw.b) > maxFastBytes {
+			// A request too large for the fast path is decoded in full,
+			// next to which a fresh buffer costs little; kept, the buffer
+			// would stay at its largest for the stream's life: 16 MiB a
+			// stream at --max-msg-size's default (TestCompleteRequestCost).
+			s.raw.b = nil
+		}
 		if err == nil {
 			err = ctx.Err()
 		}
