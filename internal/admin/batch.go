@@ -171,14 +171,19 @@ func (a *api) readBatch(w http.ResponseWriter, r *http.Request, b *batch) (int, 
 		}
 		err := a.stored.check(r.Context(), a.o.Store, func(x *clientcheck.Index) {
 			if b.dryRun {
-				x.AddTo(b.check, b.before) // the plan needs the whole of both
-			} else {
-				b.check.On(x)
+				// The plan needs the whole of both; the checker then
+				// holds its own, and is judged without the lock.
+				x.AddTo(b.check, b.before)
+				return
 			}
+			b.check.On(x)
 			b.findings = b.check.Findings()
 		})
 		if err != nil {
 			return http.StatusInternalServerError, err
+		}
+		if b.dryRun {
+			b.findings = b.check.Findings()
 		}
 		b.check = nil
 		errs := 0
