@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xdsd/xdsd/internal/clientcheck"
 	"github.com/xdsd/xdsd/internal/store"
@@ -56,6 +58,27 @@ func TestKeptIndexJudgesAsAFreshOne(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
+		}
+		// A follows the store's change feed: a write through B reaches
+		// it a moment later. Wait for it, so that the kept index and a
+		// fresh one are built from the same revision.
+		var res struct {
+			Revision int64 `json:"revision"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil || res.Revision == 0 {
+			t.Fatalf("%s %s: no revision in %s", method, path, out)
+		}
+		deadline := time.After(30 * time.Second)
+		for {
+			updated := stA.Updated()
+			if stA.Rev() >= res.Revision {
+				break
+			}
+			select {
+			case <-updated:
+			case <-deadline:
+				t.Fatalf("replica A did not reach revision %d (at %d)", res.Revision, stA.Rev())
+			}
 		}
 	}
 	route := func(name string, clusters ...string) string {
