@@ -17,11 +17,15 @@ import (
 // goroutines, so its responses keep their order.
 //
 // A slow client holds up no one else. A send may wait on the client's
-// flow control for as long as the client likes, so a goroutine waiting in
-// one does not count: while streams are queued, the pool keeps
-// tuning.SendWorkers goroutines that are not inside a send, starting
-// another when one enters a send. The goroutines end when the queue is
-// empty, so an idle server, and an idle stream, keep none.
+// flow control for as long as the client likes, so while streams are
+// queued the pool starts another goroutine whenever none is left outside
+// a send. It starts tuning.SendWorkers goroutines in all when streams are
+// queued, and one beyond those only then: starting one each time another
+// entered a send (most sends return at once) started and ended a
+// goroutine for every few responses again. A goroutine back from a send
+// ends when more than SendWorkers are outside one. The goroutines end
+// when the queue is empty, so an idle server, and an idle stream, keep
+// none.
 type sendPool struct {
 	base    int // tuning.SendWorkers, read once: GOMAXPROCS takes a global lock
 	mu      sync.Mutex
@@ -42,11 +46,11 @@ func (p *sendPool) add(s *stream) {
 	}
 }
 
-// short reports whether streams wait with fewer than base
-// goroutines free to take them, and if so counts one more (p.mu held): the
-// caller starts it.
+// short reports whether streams wait with fewer than base goroutines,
+// or with every goroutine inside a send, and if so counts one more (p.mu
+// held): the caller starts it.
 func (p *sendPool) short() bool {
-	if p.head < len(p.queue) && p.workers-p.sending < p.base {
+	if p.head < len(p.queue) && (p.workers < p.base || p.workers == p.sending) {
 		p.workers++
 		return true
 	}

@@ -94,9 +94,9 @@
 //
 // A protocol server computes and sends responses on a pool of goroutines
 // that go from one signalled stream to the next (internal/protocol,
-// sendPool), keeping SendWorkers of them, one per core, outside a send
-// while streams wait; a goroutine waiting in a send on a slow client's
-// flow control is replaced, not waited for. Before, each stream with
+// sendPool), SendWorkers of them, one per core, while streams wait, and
+// another whenever all of them are inside a send (which may wait on a
+// slow client's flow control for good). Before, each stream with
 // something to send had a goroutine started for it, which ended once it
 // had sent: for a change reaching 5,000 streams, 5,000 goroutines started
 // and ended, about a tenth of the server's CPU (runtime.newproc and
