@@ -53,6 +53,17 @@ func (p *proc) metric(t *testing.T, name string) int64 {
 	return int64(f)
 }
 
+// streams is the server's xdsd_streams, all kinds.
+func (p *proc) streams(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	for _, m := range regexp.MustCompile(`(?m)^xdsd_streams\{[^}]*\} (\S+)$`).FindAllStringSubmatch(p.metrics(t), -1) {
+		f, _ := strconv.ParseFloat(m[1], 64)
+		n += int64(f)
+	}
+	return n
+}
+
 // completeNames are n names of 64 bytes.
 func completeNames(n int) []string {
 	out := make([]string, n)
@@ -80,7 +91,8 @@ func completeNames(n int) []string {
 // its RSS before (VmHWM, reset before the attack), the Go heap's peak as
 // sampled every 20 ms from /metrics, and the heap in use after a
 // collection once every stream was answered, with the connection still
-// open. Heavy (gigabytes), so it runs only with XDSD_ATTACK_COST=1; it
+// open, or once the handlers of a connection closed by
+// --max-connection-request-bytes are done. Heavy (gigabytes), so it runs only with XDSD_ATTACK_COST=1; it
 // asserts nothing.
 func TestCompleteRequestCost(t *testing.T) {
 	if os.Getenv("XDSD_ATTACK_COST") == "" {
@@ -141,6 +153,13 @@ func TestCompleteRequestCost(t *testing.T) {
 				return st.Answered == streams
 			})
 			took := time.Since(start)
+			// Until the handlers are done (those of a closed connection
+			// finish what they were decoding).
+			tick := time.NewTicker(20 * time.Millisecond)
+			for deadline := time.Now().Add(time.Minute); st.Closed && p.streams(t) > 0 && time.Now().Before(deadline); {
+				<-tick.C
+			}
+			tick.Stop()
 			close(stop)
 			wg.Wait()
 			peak := p.procStatus(t, "VmHWM")
@@ -150,5 +169,39 @@ func TestCompleteRequestCost(t *testing.T) {
 			t.Logf("%s: peak RSS %d MiB, %d MiB before (+%d MiB); peak heap in use (sampled) %d MiB, %d MiB before; heap in use after, connection open: %d MiB (%+d MiB)",
 				c.name, peak>>20, rssBefore>>20, (peak-rssBefore)>>20, peakHeap>>20, heapBefore>>20, held>>20, (held-heapBefore)>>20)
 		})
+	}
+}
+
+// Requests complete and being handled count in
+// --max-connection-request-bytes with those still arriving: one raw
+// HTTP/2 connection sends, on each of four ADS streams one after
+// another, a small request and then a whole one of about 900 KiB, which
+// waits in the stream's rate limiter (--request-burst 1) holding its
+// bytes. No more than one request is ever incomplete, so before held
+// requests were counted the connection stayed open; with a limit of 2
+// MiB the third held request closes it, counted, while a grpc-go xDS
+// client on another connection is served.
+func TestInflightHeldRequestBound(t *testing.T) {
+	be := startBackend(t)
+	x := startXdsd(t, "--max-msg-size", "1048576", "--max-connection-request-bytes", "2097152", "--request-rate", "2", "--request-burst", "1")
+	x.apply(t, withPorts(t, "quickstart", map[int]int{50051: be.port}))
+	small, err := proto.Marshal(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := proto.Marshal(&discoveryv3.DiscoveryRequest{TypeUrl: resource.ClusterURL, ResourceNames: completeNames(14000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c := h2attack.Complete(t, x.xds, h2attack.ADSPath, 4, small, big)
+	defer c.Close()
+	if how := a.Closed(time.Minute); how == "" {
+		t.Fatalf("the connection holding %d requests of %d bytes, over the limit of 2 MiB, was not closed", 4, len(big))
+	} else {
+		t.Logf("the connection over the limit: %s", how)
+	}
+	until(t, dial(t, "xds:///quickstart", bootstrap(x.xds, nil, nil)), be.addr)
+	if m := x.metrics(t); !strings.Contains(m, "xdsd_connection_request_bytes_refused_total 1") {
+		t.Errorf("xdsd_connection_request_bytes_refused_total is not 1:\n%s", grepLines(m, "xdsd_connection"))
 	}
 }

@@ -36,8 +36,8 @@ type Options struct {
 	MaxSubscriptionBytes           int64
 	MaxConnectionSubscriptionBytes int64
 	// MaxConnectionRequestBytes bounds the bytes of requests one
-	// downstream connection has begun and not finished, all its streams
-	// together (default 64 MiB; zero means the default), as
+	// downstream connection has begun and not finished, or sent and not
+	// yet had handled, all its streams together (default 64 MiB; zero means the default), as
 	// server.Options.MaxConnectionRequestBytes does. The relay has no gRPC
 	// server of its own: the bound applies to the one made with
 	// TransportCredentials.

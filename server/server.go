@@ -79,8 +79,9 @@ type Options struct {
 	MaxSubscriptionBytes           int64
 	MaxConnectionSubscriptionBytes int64
 	// MaxConnectionRequestBytes bounds the bytes of requests that one
-	// connection has begun and not finished, all its streams together
-	// (default 64 MiB; zero means the default). gRPC holds a request whole
+	// connection has begun and not finished, or sent and not yet had
+	// handled, all its streams together (default 64 MiB; zero means the
+	// default). gRPC holds a request whole
 	// while it arrives and lets every stream of a connection send one at
 	// once, so without it a connection may hold as many messages of the
 	// gRPC server's MaxRecvMsgSize as it has streams. A connection that

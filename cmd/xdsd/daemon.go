@@ -115,7 +115,7 @@ func (f *daemonFlags) register(fs *flag.FlagSet, xdsAddr, adminAddr string) {
 	fs.Int64Var(&f.maxSubBytes, "max-subscription-bytes", defaultMaxSubBytes, "bytes of subscription state one stream may hold; more is refused with RESOURCE_EXHAUSTED (at least 1)")
 	fs.Int64Var(&f.maxConnSubBytes, "max-connection-subscription-bytes", defaultMaxConnSubBytes, "bytes of subscription state all the streams of one xDS connection may hold together (at least 1)")
 	fs.IntVar(&f.maxMsg, "max-msg-size", 16<<20, "largest request message accepted, in bytes (at least 1)")
-	fs.Int64Var(&f.maxConnReqBytes, "max-connection-request-bytes", defaultMaxConnReqBytes, "bytes of requests not yet complete that one xDS connection may make the server hold, all its streams together; a connection sending more is closed (at least --max-msg-size)")
+	fs.Int64Var(&f.maxConnReqBytes, "max-connection-request-bytes", defaultMaxConnReqBytes, "bytes of requests being read or handled that one xDS connection may make the server hold, all its streams together; a connection sending more is closed (at least --max-msg-size)")
 	fs.Float64Var(&f.rate, "request-rate", 100, "requests per second one stream may sustain (greater than 0)")
 	fs.IntVar(&f.burst, "request-burst", 1000, "requests one stream may send in a burst (at least 1)")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConns, "connections the xDS port holds open; more are closed at once (at least 1)")

@@ -16,6 +16,12 @@
 // the connection's streams, may not pass Options.Limit: the read that
 // would pass it closes the connection instead of handing the bytes to
 // gRPC, so the server never holds them.
+//
+// A complete request is the handler's: a handler that holds requests
+// while it works on them (the xDS streams': rate limiter, decoding,
+// applying) counts them on the same bound, with Hold and Release on the
+// connection ForContext finds. Services that never Hold (health, CSDS,
+// reflection) are counted only while their requests arrive, as before.
 package inflight
 
 import (
@@ -26,11 +32,13 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 )
 
 // DefaultLimit is Options.Limit's default, --max-connection-request-bytes':
@@ -87,9 +95,89 @@ func (c *creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, e
 	if err != nil {
 		return conn, info, err
 	}
-	cn := &Conn{Conn: conn, p: newParser(c.o.Limit), o: &c.o}
+	cn := &Conn{Conn: conn, p: newParser(c.o.Limit), o: &c.o, key: connKey(conn.LocalAddr(), conn.RemoteAddr())}
 	cn.p.ends = &cn.ends
+	cn.p.handled = &cn.handled
 	return cn, info, nil
+}
+
+// conns finds a connection from its handlers' context (ForContext): by
+// both ends' addresses, which gRPC gives a handler (peer.Peer) and which
+// tell live TCP connections apart. A registry, rather than a value in
+// the AuthInfo, keeps AuthInfo the inner credentials' own (code asserts
+// it to be credentials.TLSInfo).
+var conns sync.Map // connKey → *Conn
+
+func connKey(local, remote net.Addr) string {
+	if local == nil || remote == nil {
+		return ""
+	}
+	return local.String() + " " + remote.String()
+}
+
+// ForContext returns the connection of a gRPC handler's context, or nil
+// when it has no bound (a server without Creds). Hold and Release of a
+// nil *Conn do nothing.
+func ForContext(ctx context.Context) *Conn {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	k := connKey(p.LocalAddr, p.Addr)
+	if k == "" {
+		return nil
+	}
+	if c, ok := conns.Load(k); ok {
+		return c.(*Conn)
+	}
+	return nil
+}
+
+// Hold counts n bytes of a complete request that a handler of the
+// connection holds, until it calls Release(n): in the same bound as the
+// requests still arriving, so that a client cannot make the server hold
+// more by finishing them. One request alone always fits (the bound is at
+// least --max-msg-size). When the sum passes the limit the connection is
+// closed, and Hold returns an error wrapping ErrOverLimit.
+func (c *Conn) Hold(n int64) error {
+	if c == nil {
+		return nil
+	}
+	held := c.handled.Add(n)
+	if total := held + c.incomplete.Load(); total > c.p.max && held > n {
+		c.fail(total)
+		return fmt.Errorf("%w: %d bytes, over %d (%s)", ErrOverLimit, total, c.o.Limit, c.o.Setting)
+	}
+	if c.closed.Load() {
+		return ErrOverLimit
+	}
+	return nil
+}
+
+// Release ends the count of n bytes Hold began.
+func (c *Conn) Release(n int64) {
+	if c != nil {
+		c.handled.Add(-n)
+	}
+}
+
+// Close closes the connection and forgets it.
+func (c *Conn) Close() error {
+	c.gone.Store(true)
+	conns.CompareAndDelete(c.key, c)
+	return c.Conn.Close()
+}
+
+// register puts the connection in conns, on its first read: gRPC reads a
+// connection once its transport is set up, and from then on closes it
+// when the transport ends (an error before that closes the connection
+// under the handshake instead, which would leave the entry behind).
+func (c *Conn) register() {
+	c.registered = true
+	conns.Store(c.key, c)
+	if c.gone.Load() { // closed meanwhile
+		conns.CompareAndDelete(c.key, c)
+	}
 }
 
 func (c *creds) Clone() credentials.TransportCredentials {
@@ -101,10 +189,17 @@ func (c *creds) Clone() credentials.TransportCredentials {
 // what it learns from the writes (ends) is handed over under one.
 type Conn struct {
 	net.Conn
-	p      *parser
-	o      *Options
-	closed bool
-	ends   ends
+	p    *parser
+	o    *Options
+	key  string // in conns
+	ends ends
+	// closed: the connection passed the limit (Read, Hold); gone: Close
+	// was called.
+	closed, gone atomic.Bool
+	registered   bool // in conns (the reader's)
+	// handled is what handlers Hold; incomplete the parser's count, as of
+	// its last read, for Hold to check against.
+	handled, incomplete atomic.Int64
 }
 
 // Write writes to the connection and notes the streams the server ends
@@ -174,25 +269,38 @@ var ErrOverLimit = errors.New("requests being read passed the connection's limit
 // Read reads from the connection and follows what it read; a read that
 // takes the connection past the limit closes it and returns no bytes.
 func (c *Conn) Read(b []byte) (int, error) {
-	if c.closed {
+	if c.closed.Load() {
 		return 0, ErrOverLimit
+	}
+	if !c.registered {
+		c.register()
 	}
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		if over := c.p.feed(b[:n]); over > 0 {
-			// Counted and logged before the close, which the peer sees.
-			c.closed = true
-			if c.o.Refused != nil {
-				c.o.Refused.Inc()
-			}
-			c.o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
-				"xDS connection closed: the requests it was sending, not yet complete, passed the limit of bytes a connection may make the server hold; raise "+c.o.Setting+" if a real client sends that much at once",
-				slog.String("peer", c.Conn.RemoteAddr().String()), slog.Int64("bytes", over), slog.Int64("limit", c.o.Limit), slog.String("setting", c.o.Setting))
-			c.Conn.Close()
+		over := c.p.feed(b[:n])
+		c.incomplete.Store(c.p.held)
+		if over > 0 {
+			c.fail(over)
 			return 0, fmt.Errorf("%w: %d bytes, over %d (%s)", ErrOverLimit, over, c.o.Limit, c.o.Setting)
 		}
 	}
 	return n, err
+}
+
+// fail closes the connection, which passed the limit with total bytes,
+// once.
+func (c *Conn) fail(total int64) {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	// Counted and logged before the close, which the peer sees.
+	if c.o.Refused != nil {
+		c.o.Refused.Inc()
+	}
+	c.o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+		"xDS connection closed: the requests it was sending, or had sent and were being handled, passed the limit of bytes a connection may make the server hold; raise "+c.o.Setting+" if a real client sends that much at once",
+		slog.String("peer", c.Conn.RemoteAddr().String()), slog.Int64("bytes", total), slog.Int64("limit", c.o.Limit), slog.String("setting", c.o.Setting))
+	c.Close()
 }
 
 // recordCost is what the parser counts for each stream with a message
@@ -238,10 +346,13 @@ type parser struct {
 	// Data the client still sends on them is not counted: gRPC drops
 	// it. The last maxEnded are remembered; data on an older one counts
 	// again, erring the strict way.
-	ends   *ends
-	taken  []uint32
-	ended  map[uint32]struct{}
-	eorder []uint32 // ended, oldest first
+	ends  *ends
+	taken []uint32
+	// handled, when set, is what the connection's handlers hold
+	// (Conn.Hold): it counts against the same limit.
+	handled *atomic.Int64
+	ended   map[uint32]struct{}
+	eorder  []uint32 // ended, oldest first
 }
 
 // maxEnded is how many server-ended streams a parser remembers.
@@ -356,6 +467,14 @@ func (p *parser) endFrame() {
 	}
 }
 
+// others is what the connection's handlers hold.
+func (p *parser) others() int64 {
+	if p.handled == nil {
+		return 0
+	}
+	return p.handled.Load()
+}
+
 // data follows d, the data of a DATA frame of stream id.
 func (p *parser) data(id uint32, d []byte) int64 {
 	if _, gone := p.ended[id]; gone {
@@ -364,8 +483,8 @@ func (p *parser) data(id uint32, d []byte) int64 {
 	m, ok := p.streams[id]
 	for len(d) > 0 {
 		if !ok {
-			if p.held+recordCost > p.max {
-				return p.held + recordCost
+			if t := p.held + p.others() + recordCost; t > p.max {
+				return t
 			}
 			m, ok = msg{}, true
 			p.held += recordCost
@@ -379,8 +498,8 @@ func (p *parser) data(id uint32, d []byte) int64 {
 			}
 		} else {
 			k := min(m.need, uint32(len(d)))
-			if p.held+int64(k) > p.max {
-				return p.held + int64(k)
+			if t := p.held + p.others() + int64(k); t > p.max {
+				return t
 			}
 			m.need -= k
 			m.have += int64(k)

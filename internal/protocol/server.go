@@ -28,6 +28,7 @@ import (
 	"github.com/xdsd/xdsd/internal/cachepolicy"
 	"github.com/xdsd/xdsd/internal/db"
 	"github.com/xdsd/xdsd/internal/fleet"
+	"github.com/xdsd/xdsd/internal/inflight"
 	"github.com/xdsd/xdsd/internal/mtls"
 	"github.com/xdsd/xdsd/internal/tuning"
 	"github.com/xdsd/xdsd/resource"
@@ -204,7 +205,7 @@ func (s *Server) Serve(ss grpc.ServerStream, delta bool, typeURL string) error {
 	ck := connKey(ctx)
 	cb := s.conns[ck]
 	if cb == nil {
-		cb = &connBudget{}
+		cb = &connBudget{reqs: inflight.ForContext(ctx)}
 		s.conns[ck] = cb
 	}
 	cb.streams++

@@ -324,13 +324,22 @@ func (s *stream) teardown() {
 // recvLoop reads and applies requests until the stream ends; one read
 // after the stream is over (ctx ended: the sending side is gone) is not
 // applied.
+//
+// A request is counted in the connection's bound on requests held
+// (inflight.Conn.Hold) from the moment it is read until it is applied:
+// through the rate limiter's wait and the decoding, its second copy.
 func (s *stream) recvLoop(ctx context.Context) error {
 	for {
 		var err error
 		acked := false // a plain ACK, handled on the fast path
+		var held int64 // bytes Held of the connection's bound
 		if s.delta {
 			if err = s.ss.RecvMsg(&s.raw); err == nil {
-				if err = s.limiter.Wait(ctx); err == nil && ctx.Err() == nil {
+				held = int64(len(s.raw.b))
+				if err = s.hold(held); err == nil {
+					err = s.limiter.Wait(ctx)
+				}
+				if err == nil && ctx.Err() == nil {
 					if t, n, ok := readPlainDeltaAck(s.raw.b); ok && s.handlePlainDeltaAck(t, n) {
 						acked = true
 					} else {
@@ -345,7 +354,11 @@ func (s *stream) recvLoop(ctx context.Context) error {
 				}
 			}
 		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
-			if err = s.limiter.Wait(ctx); err == nil && ctx.Err() == nil {
+			held = int64(len(s.raw.b))
+			if err = s.hold(held); err == nil {
+				err = s.limiter.Wait(ctx)
+			}
+			if err == nil && ctx.Err() == nil {
 				if a, ok := readPlainAck(s.raw.b); ok && s.handlePlainAck(a) {
 					acked = true
 				} else {
@@ -359,6 +372,7 @@ func (s *stream) recvLoop(ctx context.Context) error {
 				}
 			}
 		}
+		s.conn.reqs.Release(held)
 		if cap(s.raw.b) > maxFastBytes {
 			// A request too large for the fast path is decoded in full,
 			// next to which a fresh buffer costs little; kept, the buffer
@@ -379,6 +393,15 @@ func (s *stream) recvLoop(ctx context.Context) error {
 			s.signal()
 		}
 	}
+}
+
+// hold counts a request just read in the connection's bound; over it,
+// the connection is closed.
+func (s *stream) hold(n int64) error {
+	if err := s.conn.reqs.Hold(n); err != nil {
+		return status.Errorf(codes.ResourceExhausted, "%v", err)
+	}
+	return nil
 }
 
 // aside handles a request that is not a plain ACK. On a single-goroutine

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/internal/db"
+	"github.com/xdsd/xdsd/internal/inflight"
 )
 
 // Subscription state is bounded in bytes, not only in count
@@ -29,6 +30,10 @@ import (
 type connBudget struct {
 	bytes   atomic.Int64
 	streams int // guarded by Server.mu
+	// reqs bounds the requests the connection's streams hold while they
+	// handle them (recvLoop), with those it is still sending: nil on a
+	// listener without the bound (inflight.Creds).
+	reqs *inflight.Conn
 }
 
 // Fixed and per-byte parts of subCost and declaredCost.

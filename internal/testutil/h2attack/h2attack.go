@@ -92,27 +92,34 @@ func RunOn(t testing.TB, c net.Conn, addr string, streams int, announce, send in
 }
 
 // Complete opens streams streams on one connection to addr calling path
-// (ADSPath, DeltaADSPath) and sends each the whole gRPC message body, one
-// stream after another, as fast as the server's flow control lets it:
-// the attack on what a server holds of requests complete but not yet
-// handled (each is complete before the next begins, so no more than one
-// is ever incomplete). It returns once every
-// byte was sent, or the deadline passed, with the connection still open.
-func Complete(t testing.TB, addr, path string, streams int, body []byte) (*Attack, net.Conn) {
+// (ADSPath, DeltaADSPath) and sends each the whole gRPC messages msgs,
+// one stream after another, as fast as the server's flow control lets
+// it: the attack on what a server holds of requests complete but not yet
+// handled (each stream's are complete before the next's begin, so no
+// more than one is ever incomplete). It returns once every byte was
+// sent, or the deadline passed, with the connection still open.
+func Complete(t testing.TB, addr, path string, streams int, msgs ...[]byte) (*Attack, net.Conn) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run(t, c, addr, path, streams, int64(len(body)), int64(len(body)), body)
+	var framed []byte
+	for _, m := range msgs {
+		framed = append(framed, 0)
+		framed = binary.BigEndian.AppendUint32(framed, uint32(len(m)))
+		framed = append(framed, m...)
+	}
+	return run(t, c, addr, path, streams, 0, int64(len(framed))-5, framed)
 }
 
 // DeltaADSPath is the method of delta ADS streams.
 const DeltaADSPath = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
 
-// run is RunOn calling path; body, when set, is the message sent (send
-// bytes of it), else zeros.
-func run(t testing.TB, c net.Conn, addr, path string, streams int, announce, send int64, body []byte) (*Attack, net.Conn) {
+// run is RunOn calling path; framed, when set, is what each stream
+// sends (send+5 bytes: messages with their prefixes), else a prefix
+// announcing announce bytes and send zeros.
+func run(t testing.TB, c net.Conn, addr, path string, streams int, announce, send int64, framed []byte) (*Attack, net.Conn) {
 	t.Helper()
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
@@ -178,21 +185,17 @@ func run(t testing.TB, c net.Conn, addr, path string, streams int, announce, sen
 			}
 			m := min(n, int64(len(chunk)), a.win[id], a.connWin)
 			if m <= 0 {
-				if body != nil {
+				if framed != nil {
 					break
 				}
 				continue
 			}
 			buf := chunk[:m]
-			off := send + 5 - n
-			if off < 5 {
+			if off := send + 5 - n; framed != nil {
+				copy(buf, framed[off:])
+			} else if off < 5 {
 				// the length prefix first
-				k := copy(buf, prefix[off:])
-				if body != nil {
-					copy(buf[k:], body)
-				}
-			} else if body != nil {
-				copy(buf, body[off-5:])
+				copy(buf, prefix[off:])
 			}
 			if err := a.fr.WriteData(id, false, buf); err != nil {
 				a.writeErr = err
@@ -206,7 +209,7 @@ func run(t testing.TB, c net.Conn, addr, path string, streams int, announce, sen
 				delete(left, id)
 			}
 			sent = true
-			if body != nil {
+			if framed != nil {
 				// Whole messages, one stream after another.
 				break
 			}
