@@ -103,11 +103,13 @@
 // goexit0 in a pprof of the bench server). Fewer goroutines than cores
 // would leave a core idle while a fan-out waits; more only take turns on
 // the same cores. Measured by `cd bench && go run ./cmd/xdsbench
-// -scenarios a,c -impls xdsd,raw -rounds 9`, two runs each by turns
-// with goroutines started per stream, on 2026-11-28 (load average 13-19,
+// -scenarios a,c -impls xdsd,raw -rounds 9`, four runs each by turns
+// with goroutines started per stream, on 2026-11-28 (load average 8-10,
 // so CPU per response, not time): the server's CPU per response fell
-// from 22.1 to 18.6 µs in (a) and from 17.2 to 13.4 µs in (c) (medians
-// of 18 rounds; BENCHMARKS.md, "CPU per response against raw gRPC").
+// from 21.2 to 13.8 µs in (a) and from 14.4 to 12.3 µs in (c) (medians
+// of 36 rounds; BENCHMARKS.md, "The send pool"). Starting a goroutine
+// beyond SendWorkers each time one entered a send, rather than only once
+// all are inside one, cost 30 % more CPU per response in both.
 // TestSlowStreamsHoldUpNoOne holds the slow-client guarantee.
 //
 // # Not in code: GODEBUG=adaptivestackstart=0
