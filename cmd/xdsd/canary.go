@@ -127,6 +127,9 @@ func waitStaged(ac *adminClient, rev int64, timeout time.Duration, w io.Writer) 
 		return exitError{exitTimeout, fmt.Sprintf("revision %d is still staged after %v: its bake is over, but the server holds off promoting it: %s", rev, timeout, st.HeldOff)}
 	case st.Bake != "":
 		return exitError{exitTimeout, fmt.Sprintf("revision %d is still staged after %v (its bake ends at %s): follow it with xdsd status", rev, timeout, st.BakeEnds.Local().Format(time.TimeOnly))}
+	case len(rep.Unreachable) > 0:
+		return exitError{exitTimeout, fmt.Sprintf("replica %s did not answer within %v: whether its canary clients took revision %d is unknown; it stays staged",
+			rep.Unreachable[0].Replica, timeout, rev)}
 	case !rep.Done:
 		return exitError{exitTimeout, fmt.Sprintf("%d canary clients not answered after %v; revision %d stays staged", rep.Pending, timeout, rev)}
 	}

@@ -449,3 +449,69 @@ func TestCanaryWaitAbortedByAPerson(t *testing.T) {
 	}
 	in.wait(t, "v1")
 }
+
+// With replicas on etcd, a replica that does not answer about its canary
+// holds a baked revision off: replica B stops (its admin API closed, its
+// registration left to its lease, as when a replica dies) while A's
+// canary client ACKs and the bake ends. A does not promote; GET
+// /v1/rollout and xdsd status say that B did not answer; once B's lease
+// ends, A judges the bake by the replicas left and promotes it.
+func TestCanaryHeldOffForASilentReplica(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	url := c.URL("canary-silent")
+	logA := &syncBuffer{}
+	xdsA, admA, _ := startServeLogged(t, logA, "--store", url)
+	_, admB, stopB := startStoppableServe(t, "--store", url)
+	dir := t.TempDir()
+	file := func(tag string) string { return writeFile(t, dir, "c.yaml", cl+"name: c\nalt_stat_name: "+tag+"\n") }
+	if code, _, errOut := runCmd(t, "apply", "--admin", admA, "--client", "none", "-f", file("v1")); code != 0 {
+		t.Fatal(errOut)
+	}
+	conn, err := grpc.NewClient(xdsA, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	in, out := newCDSWatch(t, conn, nodeIn(true)), newCDSWatch(t, conn, nodeIn(false))
+	in.wait(t, "v1")
+	out.wait(t, "v1")
+
+	stopB() // B's lease keeps it listed for up to etcd.ReplicaTTL
+	if code, stdout, errOut := runCmd(t, "apply", "--admin", admA, "--client", "none", "--canary", "25%", "--bake", "1s", "-f", file("v2")); code != 0 {
+		t.Fatalf("apply --canary --bake through A while B is down: exit %d\n%s%s", code, stdout, errOut)
+	}
+	staged := listResources(t, admA, "").Revision
+	in.wait(t, "v2") // and ACKs it
+	heldFor := "replica " + admB + " did not answer about its canary clients"
+	var rep rollout.Report
+	testutil.Eventually(t, "A to hold off the promote for B", func() bool {
+		in.last()
+		rep, err = fetchRollout(&adminClient{addr: admA}, staged, 0)
+		return err == nil && rep.Stage != nil && rep.Stage.HeldOff != ""
+	})
+	if !strings.Contains(rep.Stage.HeldOff, heldFor) || rep.Stage.State != store.StateStaged ||
+		len(rep.Unreachable) != 1 || rep.Unreachable[0].Replica != admB {
+		t.Errorf("GET /v1/rollout of the revision held off for B: stage %+v, unreachable %+v", rep.Stage, rep.Unreachable)
+	}
+	if code, stdout, errOut := runCmd(t, "status", "--admin", admA); code != 0 ||
+		!strings.Contains(stdout, "the server holds off promoting it: "+heldFor) || !strings.Contains(errOut, admB) {
+		t.Errorf("status of the revision held off for B: exit %d\n%s%s", code, stdout, errOut)
+	}
+	if got := out.last(); got != "v1" {
+		t.Fatalf("outside the canary while held off: %s, want v1", got)
+	}
+	// B's lease ends: A promotes, judging by the replicas left.
+	testutil.Eventually(t, "A to promote once B's lease ends", func() bool {
+		in.last()
+		return out.last() == "v2"
+	})
+	rep, err = fetchRollout(&adminClient{addr: admA}, staged, 0)
+	if err != nil || rep.Stage == nil || rep.Stage.State != store.StatePromoted || !strings.Contains(rep.Stage.Reason, "bake of 1s passed") || len(rep.Unreachable) != 0 {
+		t.Errorf("GET /v1/rollout once promoted: %+v %+v %v", rep.Stage, rep.Unreachable, err)
+	}
+	logA.mu.Lock()
+	defer logA.mu.Unlock()
+	if !strings.Contains(logA.b.String(), heldFor) {
+		t.Errorf("A's log does not say why it held off:\n%s", logA.b.String())
+	}
+}

@@ -217,7 +217,7 @@ func fleetHold(rep rollout.Report, err error) string {
 		return "the other replicas could not be asked about its canary: " + err.Error()
 	case len(rep.Unreachable) > 0:
 		u := rep.Unreachable[0]
-		return fmt.Sprintf("replica %s did not answer about its canary clients (%s); promoted once every live replica answers", u.Replica, u.Error)
+		return fmt.Sprintf("replica %s did not answer about its canary clients (%s); promoted once it answers, or, if it died, once its registration's lease ends", u.Replica, u.Error)
 	case rep.Nacked > 0:
 		e := firstNack(rep)
 		return fmt.Sprintf("a canary client on another replica NACKed it: %s (%s) of version %s: %s; run xdsd rollout abort %d", e.Node, group(e), e.Version, e.Error, rep.Revision)

@@ -41,9 +41,14 @@ type Stage struct {
 // subscriptions to what changed (Entry.ParamSets), so that a relay
 // carrying many clients' sets on one stream is in it when one of them
 // matches, and its entry then keeps only the sets that match. A stream
-// with no such set is chosen by its node's parameters.
+// with no such set is chosen by its node's parameters. The replicas
+// that did not answer (Unreachable) are kept: rep is not done while any
+// is listed.
 func Canary(rep Report, spec canary.Spec) Report {
-	out := Report{Revision: rep.Revision, Entries: []Entry{}, Stage: rep.Stage}
+	// The replicas that did not answer stay listed: their canary
+	// clients' answers are unknown, which holds a bake's promote off
+	// (origin: fleetHold) and keeps a wait from being done.
+	out := Report{Revision: rep.Revision, Entries: []Entry{}, Stage: rep.Stage, Unreachable: rep.Unreachable}
 	for _, e := range rep.Entries {
 		if spec.PerNode() || len(e.ParamSets) == 0 {
 			if !spec.Match(e.Node, constraint.Params(e.Params)) {
@@ -73,6 +78,6 @@ func Canary(rep Report, spec canary.Spec) Report {
 			out.Pending++
 		}
 	}
-	out.Done = out.Pending == 0
+	out.Done = out.Pending == 0 && len(out.Unreachable) == 0
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdsd/xdsd/internal/canary"
+	"github.com/xdsd/xdsd/internal/fleet"
 	"github.com/xdsd/xdsd/internal/protocol"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
@@ -44,5 +45,22 @@ func TestCanaryByParameterSet(t *testing.T) {
 	spec, _ = canary.Parse("env=qa")
 	if c := rollout.Canary(rep, spec); len(c.Entries) != 0 {
 		t.Errorf("the env=qa canary: %+v", c)
+	}
+}
+
+// Narrowing a fleet's report to the canary keeps the replicas that did
+// not answer: their canary clients' answers are unknown, so the report is
+// not done and a baked revision is not promoted while any is listed.
+func TestCanaryKeepsUnreachableReplicas(t *testing.T) {
+	rep := rollout.Report{Revision: 5, Done: false, Acked: 1,
+		Entries:     []rollout.Entry{{Node: "a", State: rollout.Acked}},
+		Unreachable: []fleet.Unreachable{{Replica: "10.0.0.9:18001", Error: "connection refused"}}}
+	spec, err := canary.Parse("100%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rollout.Canary(rep, spec)
+	if c.Acked != 1 || c.Done || len(c.Unreachable) != 1 || c.Unreachable[0].Replica != "10.0.0.9:18001" {
+		t.Errorf("the 100%% canary of a report with a replica that did not answer: %+v", c)
 	}
 }
