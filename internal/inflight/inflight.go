@@ -108,15 +108,21 @@ func (c *creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, e
 // it to be credentials.TLSInfo).
 var conns sync.Map // connKey → *Conn
 
+// connKey is "" for connections whose addresses may be shared (pipes,
+// Unix sockets): those are not registered, so their handlers' requests
+// are not counted rather than counted on another connection.
 func connKey(local, remote net.Addr) string {
-	if local == nil || remote == nil {
+	_, lt := local.(*net.TCPAddr)
+	_, rt := remote.(*net.TCPAddr)
+	if !lt || !rt {
 		return ""
 	}
 	return local.String() + " " + remote.String()
 }
 
 // ForContext returns the connection of a gRPC handler's context, or nil
-// when it has no bound (a server without Creds). Hold and Release of a
+// when it has no bound (a server without Creds, a connection not over
+// TCP). Hold and Release of a
 // nil *Conn do nothing.
 func ForContext(ctx context.Context) *Conn {
 	p, ok := peer.FromContext(ctx)
@@ -174,6 +180,9 @@ func (c *Conn) Close() error {
 // under the handshake instead, which would leave the entry behind).
 func (c *Conn) register() {
 	c.registered = true
+	if c.key == "" {
+		return
+	}
 	conns.Store(c.key, c)
 	if c.gone.Load() { // closed meanwhile
 		conns.CompareAndDelete(c.key, c)
