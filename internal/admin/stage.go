@@ -70,14 +70,7 @@ func (a *api) stagedNow(ctx context.Context) (rec store.Revision, staged bool, a
 	if c != nil && c.at == cur {
 		return c.rec, c.staged, c.at, nil
 	}
-	if maybe, err := store.MaybeStaged(ctx, a.o.Store, cur); err != nil || !maybe {
-		return store.Revision{}, false, cur, err
-	}
-	l, err := a.o.Store.Revisions(ctx, store.HistoryQuery{Limit: 1})
-	if err != nil {
-		return store.Revision{}, false, 0, err
-	}
-	rec, staged, err = store.StagedIn(l)
+	rec, staged, at, err = store.StagedAt(ctx, a.o.Store, cur)
 	if err != nil {
 		return store.Revision{}, false, 0, err
 	}
@@ -85,9 +78,9 @@ func (a *api) stagedNow(ctx context.Context) (rec store.Revision, staged bool, a
 		rec.Changes = nil
 	}
 	a.stagedMu.Lock()
-	a.stagedAt = &stagedCache{at: l.Rev, rec: rec, staged: staged}
+	a.stagedAt = &stagedCache{at: at, rec: rec, staged: staged}
 	a.stagedMu.Unlock()
-	return rec, staged, l.Rev, nil
+	return rec, staged, at, nil
 }
 
 // unstagedRev returns the store's revision when nothing is staged at it,
@@ -266,17 +259,13 @@ func (a *api) applyUnstaged(ctx context.Context, b store.Batch, at int64, what s
 			return res, err
 		}
 		apply = a.o.Store.Apply
-		l, lerr := a.o.Store.Revisions(ctx, store.HistoryQuery{Limit: 1})
-		if lerr != nil {
-			return store.Result{}, lerr
-		}
-		rec, staged, serr := store.StagedIn(l)
+		rec, staged, next, serr := store.StagedLatest(ctx, a.o.Store)
 		if serr != nil {
 			return store.Result{}, serr
 		}
 		if staged {
 			return store.Result{}, &StagedError{Rev: rec.Rev, Canary: rec.Audit.Stage.Canary, What: what}
 		}
-		at = l.Rev
+		at = next
 	}
 }

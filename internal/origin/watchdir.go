@@ -246,25 +246,15 @@ func (e *StagedError) Error() string {
 // meanwhile through another replica is never written over. A write
 // refused because the store moved on is a store.ErrConflict.
 func (w *DirWatcher) apply(ctx context.Context, docs []*resource.Document) (store.Result, error) {
-	at := w.Store.Rev()
 	// While a revision is staged nothing else commits (docs/rollouts.md):
 	// the directory is read again each round, and applied once the
 	// staged revision is promoted or aborted.
-	if maybe, err := store.MaybeStaged(ctx, w.Store, at); err != nil {
+	staged, isStaged, at, err := store.StagedAt(ctx, w.Store, w.Store.Rev())
+	if err != nil {
 		return store.Result{}, err
-	} else if maybe {
-		l, err := w.Store.Revisions(ctx, store.HistoryQuery{Limit: 1})
-		if err != nil {
-			return store.Result{}, err
-		}
-		rec, staged, err := store.StagedIn(l)
-		if err != nil {
-			return store.Result{}, err
-		}
-		if staged {
-			return store.Result{}, &StagedError{Dir: w.Dir, Rev: rec.Rev, Canary: rec.Audit.Stage.Canary}
-		}
-		at = l.Rev
+	}
+	if isStaged {
+		return store.Result{}, &StagedError{Dir: w.Dir, Rev: staged.Rev, Canary: staged.Audit.Stage.Canary}
 	}
 	rec, err := w.Store.Meta(ctx, w.key)
 	if err != nil {

@@ -109,14 +109,35 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // when no revision is staged: the latest revision's record, when its
 // Stage says staged.
 func Staged(ctx context.Context, s Store) (Revision, bool, error) {
-	if maybe, err := MaybeStaged(ctx, s, s.Rev()); err != nil || !maybe {
-		return Revision{}, false, err
+	rec, staged, _, err := StagedAt(ctx, s, s.Rev())
+	return rec, staged, err
+}
+
+// StagedAt is Staged for a writer that found the store at revision cur:
+// it also returns the revision the answer holds at, which a write made
+// only while nothing is staged applies at (Batch.IfRev): cur when the
+// mark rules a stage out, else the latest record's revision (another
+// replica may have written since cur).
+func StagedAt(ctx context.Context, s Store, cur int64) (rec Revision, staged bool, at int64, err error) {
+	if maybe, err := MaybeStaged(ctx, s, cur); err != nil || !maybe {
+		return Revision{}, false, cur, err
 	}
+	return StagedLatest(ctx, s)
+}
+
+// StagedLatest is StagedAt read from the store's latest record whatever
+// the mark says: for a writer whose write found that the store had moved
+// on past the revision it read (Batch.IfRev's ErrConflict), when this
+// replica's own revision may still be behind.
+func StagedLatest(ctx context.Context, s Store) (rec Revision, staged bool, at int64, err error) {
 	l, err := s.Revisions(ctx, HistoryQuery{Limit: 1})
 	if err != nil {
-		return Revision{}, false, err
+		return Revision{}, false, 0, err
 	}
-	return StagedIn(l)
+	if rec, staged, err = StagedIn(l); err != nil {
+		return Revision{}, false, 0, err
+	}
+	return rec, staged, l.Rev, nil
 }
 
 // StagedIn is Staged of a list whose first record is the store's latest
