@@ -179,9 +179,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 	srv := origin.New(st, origin.Options{Logger: log, Registerer: reg, Protocol: f.protocolOptions()})
 	wh := newWatchHealth(f.watchDir, reg)
 	vh := &verifyHealth{}
+	checks := admin.NewCheckIndex() // built once serving, below
 	ao, err := f.peers.options(f.adminAuth(f.adminAddr, admin.Options{Limits: f.applyLimits(), Registerer: reg,
 		Store: st, Ready: srv.Ready, Served: srv.WaitRev, Gatherer: reg, Logger: log, Degraded: degraded(st, wh, vh), Owned: watchOwned(st, f.watchDir),
 		MaxBatchBytes: f.maxBatchBytes,
+		CheckIndex:    checks,
 		Memory:        tuning.Process(), // GOGC follows the applies (internal/tuning)
 		Clients:       func() any { return srv.Streams() },
 		Groups:        func(context.Context) ([]fleet.Group, error) { return srv.Protocol().Groups(), nil },
@@ -262,6 +264,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		close(watched)
 	}
 
+	indexed := make(chan struct{})
 	srv.Start()
 	go func() {
 		// Following the store fails (an error ends serve, rather than a
@@ -282,10 +285,22 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready func(xds, 
 		if ready != nil {
 			ready(d.xdsAddr(), d.adminAddr())
 		}
+		if d.adminAddr() != "" {
+			// The applies' client checks need an index of every stored
+			// variant: built now, in the background, rather than by the
+			// first apply (100-130 s with a million stored), and after
+			// readiness, which does not wait for it.
+			go func() { defer close(indexed); checks.Build(runCtx, st, log) }()
+		} else {
+			close(indexed)
+		}
+	} else {
+		close(indexed)
 	}
 	err = d.wait(ctx)
 	log.Info("shutting down")
 	cancel()
+	<-indexed  // no build may run into the closed store
 	<-watched  // no sync may run into the closed store
 	<-verified // nor a check
 	d.stop(srv.Close)

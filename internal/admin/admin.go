@@ -126,6 +126,11 @@ type Options struct {
 	// the address a connection reached, that a request asking for no
 	// credentials may name in its Host (--admin-host).
 	Hosts []string
+	// CheckIndex, when set, is the index of the stored variants that
+	// the applies' client checks use, for the process to build ahead of
+	// the first apply (CheckIndex.Build: xdsd serve, at its start); nil,
+	// the first apply builds its own.
+	CheckIndex *CheckIndex
 	// Memory, when set, steers the process's GOGC while applies run
 	// (tuning.Process(): xdsd serve); nil leaves the runtime alone.
 	Memory *tuning.Memory
@@ -147,7 +152,10 @@ func Handler(o Options) http.Handler {
 	if o.Gatherer == nil {
 		o.Gatherer = prometheus.DefaultGatherer
 	}
-	a := &api{o: o}
+	a := &api{o: o, checks: o.CheckIndex}
+	if a.checks == nil {
+		a.checks = NewCheckIndex() // built by the first apply
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.page)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -188,9 +196,12 @@ func Handler(o Options) http.Handler {
 	return protect(o, mux)
 }
 
+// stored is what the applies' client checks keep of the stored variants.
+func (a *api) stored() *storedSummaries { return &a.checks.s }
+
 type api struct {
 	o      Options
-	stored storedSummaries
+	checks *CheckIndex // o.CheckIndex, or the API's own
 	// silent is when each replica that did not answer was last logged
 	// (replicas.go).
 	silent sync.Map

@@ -36,7 +36,7 @@ func TestKeptIndexJudgesAsAFreshOne(t *testing.T) {
 	}
 	stA, stB := open(), open()
 	serve := func(st store.Store) (*api, *httptest.Server) {
-		a := &api{o: Options{Store: st, Logger: slog.New(slog.DiscardHandler), Identity: func(*http.Request) string { return "test" }}}
+		a := &api{checks: NewCheckIndex(), o: Options{Store: st, Logger: slog.New(slog.DiscardHandler), Identity: func(*http.Request) string { return "test" }}}
 		mux := http.NewServeMux()
 		mux.HandleFunc("POST /v1/apply", a.apply)
 		mux.HandleFunc("DELETE /v1/resources", a.delete)
@@ -136,7 +136,7 @@ filter_chains:
 					k.Add(d)
 				}
 				var out []string
-				err := s.check(t.Context(), stA, func(x *clientcheck.Index) {
+				err := s.check(t.Context(), stA, nil, func(x *clientcheck.Index) {
 					if whole {
 						x.AddTo(k, nil)
 					} else {
@@ -151,14 +151,14 @@ filter_chains:
 				}
 				return out
 			}
-			kept, again, whole := verdict(&a.stored, false), verdict(fresh, false), verdict(fresh, true)
+			kept, again, whole := verdict(a.stored(), false), verdict(fresh, false), verdict(fresh, true)
 			if !slices.Equal(kept, again) || !slices.Equal(kept, whole) {
 				t.Errorf("%s, probe %q:\nkept index:\n%s\nfresh index:\n%s\nevery stored variant:\n%s", step, p,
 					strings.Join(kept, "\n"), strings.Join(again, "\n"), strings.Join(whole, "\n"))
 			}
 		}
-		if a.stored.index.Len() != fresh.index.Len() {
-			t.Errorf("%s: the kept index holds %d variants, a fresh one %d", step, a.stored.index.Len(), fresh.index.Len())
+		if a.stored().index.Len() != fresh.index.Len() {
+			t.Errorf("%s: the kept index holds %d variants, a fresh one %d", step, a.stored().index.Len(), fresh.index.Len())
 		}
 	}
 
