@@ -365,7 +365,7 @@ func (s *storedSummaries) check(ctx context.Context, st store.Store, log *slog.L
 				return err
 			}
 		}
-		m, err := v.Message()
+		m, err := clientcheck.IndexMessage(v)
 		if err != nil {
 			s.index.Delete(v.Key())
 			continue // a payload this binary cannot read is not checked
