@@ -72,6 +72,16 @@ func (g *writeGate) admit(h http.HandlerFunc) http.HandlerFunc {
 		if reason != "" {
 			g.rejected.WithLabelValues(reason).Inc()
 			w.Header().Set("Retry-After", "1")
+			if r.ContentLength != 0 {
+				// The body is not read. Without this, net/http reads
+				// what is left of it before it sends the answer, to
+				// keep the connection: a body still being sent (of
+				// unknown length, say a pipe) would hold the 429 back
+				// until the client finished it, and a client that
+				// waits for the answer before sending more would wait
+				// forever. Closing the connection answers at once.
+				w.Header().Set("Connection", "close")
+			}
 			writeError(w, http.StatusTooManyRequests, fmt.Errorf("too many writes in progress (%s limit: %d at once, %d bytes); try again",
 				reason, g.l.Concurrent, g.l.Bytes))
 			return
