@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xdsd/xdsd/internal/admin"
 	"github.com/xdsd/xdsd/internal/rollout"
 	"github.com/xdsd/xdsd/internal/store"
 	"github.com/xdsd/xdsd/internal/store/etcd"
+	"github.com/xdsd/xdsd/internal/testutil"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -77,13 +79,38 @@ func TestPlainWriteRacingStageAcrossReplicas(t *testing.T) {
 		}
 		meanwhile.Store(&f)
 	}
+	// caughtUp waits until both replicas hold revision rev. A replica
+	// follows etcd's watch: until it has seen the other's last write, a
+	// write through it is computed at an older revision and refused 409
+	// "the store changed since the batch was computed" (seen under load,
+	// the canary through A computed at 4 with B's delete at 5), which is
+	// not the race this test forces.
+	caughtUp := func(rev int64) {
+		t.Helper()
+		deadline := time.After(testutil.Wait)
+		for name, s := range map[string]*etcd.Store{"A": stA, "B": stB} {
+			for {
+				updated := s.Updated()
+				if s.Rev() >= rev {
+					break
+				}
+				select {
+				case <-updated:
+				case <-deadline:
+					t.Fatalf("replica %s did not see revision %d within %v (it holds %d)", name, rev, testutil.Wait, s.Rev())
+				}
+			}
+		}
+	}
 
 	// A plain apply through A meanwhile: B's apply and delete still
 	// succeed, each on top of A's.
+	caughtUp(1)
 	through("POST", "/v1/apply?source=body", cluster("c", "a2"))
 	if code, body := do(srvB.URL, "POST", "/v1/apply?source=body", cluster("d", "b3")); code != 200 || !strings.Contains(body, `"revision": 3`) {
 		t.Errorf("apply through B racing a plain apply through A: %d %s", code, body)
 	}
+	caughtUp(3)
 	through("POST", "/v1/apply?source=body", cluster("c", "a4"))
 	if code, body := do(srvB.URL, "DELETE", "/v1/resources?type=cds&name=d", ""); code != 200 || !strings.Contains(body, `"revision": 5`) {
 		t.Errorf("delete through B racing a plain apply through A: %d %s", code, body)
@@ -91,6 +118,7 @@ func TestPlainWriteRacingStageAcrossReplicas(t *testing.T) {
 
 	// A canary apply through A meanwhile: B's apply and delete are
 	// refused, naming it, and nothing lands on top of it.
+	caughtUp(5)
 	through("POST", "/v1/apply?source=body&canary=25%25", cluster("c", "staged"))
 	if code, body := do(srvB.URL, "POST", "/v1/apply?source=body", cluster("c", "b7")); code != 409 || !strings.Contains(body, "revision 6 is staged for the canary 25%") {
 		t.Errorf("apply through B racing a canary apply through A: %d %s", code, body)
@@ -98,6 +126,7 @@ func TestPlainWriteRacingStageAcrossReplicas(t *testing.T) {
 	if code, body := do(srvA.URL, "POST", "/v1/rollout/abort?rev=6", ""); code != 200 {
 		t.Fatalf("abort: %d %s", code, body)
 	}
+	caughtUp(7)
 	through("POST", "/v1/apply?source=body&canary=25%25", cluster("c", "staged"))
 	if code, body := do(srvB.URL, "DELETE", "/v1/resources?type=cds&name=c", ""); code != 409 || !strings.Contains(body, "revision 8 is staged for the canary 25%") {
 		t.Errorf("delete through B racing a canary apply through A: %d %s", code, body)
