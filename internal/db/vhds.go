@@ -190,6 +190,16 @@ func (r *Reader) ResolveVirtualHost(n string, params constraint.Params) *resourc
 		}
 		return nil
 	}
+	return byPrecedence(ns, host, try)
+}
+
+// byPrecedence returns the first variant try finds for host's domain
+// patterns in Envoy's order: the exact host, then "*suffix" from the
+// longest, then "prefix*" from the longest, then "*". try gets each
+// pattern with ns's index set for it; ResolveVirtualHost and
+// resolveStaged share the order here so that the two views cannot
+// disagree on it (resolveStaged passes an empty vhds: its sets are nil).
+func byPrecedence(ns *vhds, host string, try func(set map[*entry]struct{}, pattern string) *resource.Variant) *resource.Variant {
 	if v := try(ns.exact[host], host); v != nil {
 		return v
 	}
@@ -252,7 +262,7 @@ func (r *Reader) resolveStaged(n string, params constraint.Params) *resource.Var
 		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].v.Name < cands[j].v.Name })
-	find := func(pattern string) *resource.Variant {
+	return byPrecedence(&vhds{}, host, func(_ map[*entry]struct{}, pattern string) *resource.Variant {
 		for _, c := range cands {
 			for _, d := range c.domains {
 				if d == pattern {
@@ -261,19 +271,5 @@ func (r *Reader) resolveStaged(n string, params constraint.Params) *resource.Var
 			}
 		}
 		return nil
-	}
-	if v := find(host); v != nil {
-		return v
-	}
-	for i := 1; i < len(host); i++ {
-		if v := find("*" + host[i:]); v != nil {
-			return v
-		}
-	}
-	for i := len(host) - 1; i >= 1; i-- {
-		if v := find(host[:i] + "*"); v != nil {
-			return v
-		}
-	}
-	return find("*")
+	})
 }
