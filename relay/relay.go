@@ -78,9 +78,6 @@ func New(b *client.Bootstrap, o Options) (*Relay, error) {
 	}
 	bound := inflight.Options{Limit: o.MaxConnectionRequestBytes, Setting: "relay.Options.MaxConnectionRequestBytes",
 		Logger: o.Logger, Refused: inflight.RefusedCounter()}
-	if bound.Limit <= 0 {
-		bound.Limit = inflight.DefaultLimit
-	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(bound.Refused)
 	}

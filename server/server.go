@@ -129,9 +129,6 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{log: o.Logger, inflight: inflight.Options{Limit: o.MaxConnectionRequestBytes,
 		Setting: "server.Options.MaxConnectionRequestBytes", Logger: o.Logger, Refused: inflight.RefusedCounter()}}
-	if s.inflight.Limit <= 0 {
-		s.inflight.Limit = inflight.DefaultLimit
-	}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.inflight.Refused)
 	}

@@ -51,7 +51,7 @@ const DefaultLimit = 64 << 20
 type Options struct {
 	// Limit is how many bytes of requests being read one connection may
 	// make the server hold (see parser for what is counted). One request
-	// of Limit bytes always fits. At least 1.
+	// of Limit bytes always fits. Zero or less: DefaultLimit.
 	Limit int64
 	// Setting names the limit in the log line and the error of a
 	// connection that passes it: "--max-connection-request-bytes", or an
@@ -79,6 +79,9 @@ func Creds(inner credentials.TransportCredentials, o Options) credentials.Transp
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Limit <= 0 {
+		o.Limit = DefaultLimit
 	}
 	return &creds{TransportCredentials: inner, o: o}
 }
