@@ -413,7 +413,9 @@ func runApply(args []string, stdout, stderr io.Writer) error {
 	}
 	raw, err := send()
 	if tt != nil {
-		defer tt.print(stderr)
+		// tt read at return, not now: a fallback below sends again, and
+		// the timing is that of the request which was answered.
+		defer func() { tt.print(stderr) }()
 	}
 	if err != nil && refusesAuto(err) && q.Get("client") == "auto" {
 		if *dryRun {

@@ -36,6 +36,7 @@ func (o *oldServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	o.bodies = append(o.bodies, string(body))
+	w.Header().Set("Server-Timing", "commit;dur=2.5")
 	json.NewEncoder(w).Encode(admin.ApplyResult{Revision: 7, Changed: []string{"Cluster ok"}, Deleted: []string{}, ChangedCount: 1})
 }
 
@@ -75,6 +76,13 @@ func TestApplyFallsBackForOldServer(t *testing.T) {
 	}
 	if strings.Join(old.clients, ",") != "auto,envoy" || len(old.bodies) != 1 || !strings.Contains(old.bodies[0], okCluster) {
 		t.Errorf("stdin: the server saw client=%v and bodies %q", old.clients, old.bodies)
+	}
+
+	// --timing times the request that was answered, the second.
+	old.clients, old.bodies = nil, nil
+	code, _, errOut = runCmd(t, "apply", "--admin", addr, "--timing", "-f", f)
+	if code != 0 || !strings.Contains(errOut, " (server: commit=2.5) ") {
+		t.Errorf("--timing: exit %d, stderr %q: want the answered request's server phases", code, errOut)
 	}
 
 	for _, args := range [][]string{{"--dry-run"}, {"--dry-run", "--client", "envoy"}, {"--dry-run", "--client", "none"}} {
