@@ -209,9 +209,10 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 		return err
 	}
 	d.Oldest = l.Oldest
+	stagedRev := int64(0)
 	if rec, staged, _ := store.StagedIn(l); staged && a.o.Rollout != nil {
 		rep := a.stagedRollout(r.Context(), a.fleetRollout(r, rec.Rev, rec.Changes))
-		d.Staged = &rep
+		d.Staged, stagedRev = &rep, rec.Rev
 	}
 	for _, rev := range l.Revisions {
 		pr := pageRevision{Revision: rev, Shown: rev.Changes}
@@ -219,9 +220,14 @@ func (a *api) pageRevisions(r *http.Request, d *pageData) error {
 			pr.Shown, pr.More = pr.Shown[:pageChanges], len(rev.Changes)-pageChanges
 		}
 		if a.o.Rollout != nil && len(d.Revisions) < pageProgress {
-			rep := a.fleetRollout(r, rev.Rev, rev.Changes)
-			if rev.Audit.Stage != nil && rev.Audit.Stage.State == store.StateStaged {
-				rep = a.stagedRollout(r.Context(), rep)
+			var rep rollout.Report
+			if d.Staged != nil && rev.Rev == stagedRev {
+				rep = *d.Staged // asked above: ask the replicas once
+			} else {
+				rep = a.fleetRollout(r, rev.Rev, rev.Changes)
+				if rev.Audit.Stage != nil && rev.Audit.Stage.State == store.StateStaged {
+					rep = a.stagedRollout(r.Context(), rep)
+				}
 			}
 			d.unreachable(rep.Unreachable)
 			pr.Rollout = &rep
