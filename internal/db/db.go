@@ -340,12 +340,7 @@ func (d *DB) Update(u Update) {
 	}
 	for e, t := range touched {
 		e.changed = d.rev
-		ttls := 0
-		for _, v := range e.variants {
-			if v.TTL > 0 {
-				ttls++
-			}
-		}
+		ttls := countTTLs(e.variants)
 		t.ttls += ttls - e.ttls
 		e.ttls = ttls
 		d.reindex(t, e)
@@ -422,14 +417,22 @@ func (d *DB) load(puts []*resource.Variant) {
 		}
 	}
 	for _, m := range all {
-		for _, v := range m.e.variants {
-			if v.TTL > 0 {
-				m.e.ttls++
-			}
-		}
+		m.e.ttls = countTTLs(m.e.variants)
 		m.t.ttls += m.e.ttls
 		d.reindex(m.t, m.e)
 	}
+}
+
+// countTTLs is how many of vs have a TTL: an entry's share of its
+// table's ttls, which Update and load keep.
+func countTTLs(vs []*resource.Variant) int {
+	n := 0
+	for _, v := range vs {
+		if v.TTL > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // Known reports whether the source has answered for a subscription
