@@ -333,13 +333,13 @@ func (s *stream) recvLoop(ctx context.Context) error {
 		var err error
 		acked := false // a plain ACK, handled on the fast path
 		var held int64 // bytes Held of the connection's bound
-		if s.delta {
-			if err = s.ss.RecvMsg(&s.raw); err == nil {
-				held = int64(len(s.raw.b))
-				if err = s.hold(held); err == nil {
-					err = s.limiter.Wait(ctx)
-				}
-				if err == nil && ctx.Err() == nil {
+		if err = s.ss.RecvMsg(&s.raw); err == nil {
+			held = int64(len(s.raw.b))
+			if err = s.hold(held); err == nil {
+				err = s.limiter.Wait(ctx)
+			}
+			if err == nil && ctx.Err() == nil {
+				if s.delta {
 					if t, n, ok := readPlainDeltaAck(s.raw.b); ok && s.handlePlainDeltaAck(t, n) {
 						acked = true
 					} else {
@@ -351,15 +351,7 @@ func (s *stream) recvLoop(ctx context.Context) error {
 							return s.handleDelta(req)
 						})
 					}
-				}
-			}
-		} else if err = s.ss.RecvMsg(&s.raw); err == nil {
-			held = int64(len(s.raw.b))
-			if err = s.hold(held); err == nil {
-				err = s.limiter.Wait(ctx)
-			}
-			if err == nil && ctx.Err() == nil {
-				if a, ok := readPlainAck(s.raw.b); ok && s.handlePlainAck(a) {
+				} else if a, ok := readPlainAck(s.raw.b); ok && s.handlePlainAck(a) {
 					acked = true
 				} else {
 					err = s.aside(func() error {
