@@ -95,18 +95,7 @@ func (o *Over) referenced(g group) bool {
 	if o.top.referrers[g].len() > 0 {
 		return true
 	}
-	rs := o.base.referrers[g]
-	for _, e := range rs.list {
-		if !o.shadowed(e) {
-			return true
-		}
-	}
-	for e := range rs.set {
-		if !o.shadowed(e) {
-			return true
-		}
-	}
-	return false
+	return o.base.referrers[g].any(func(e *Entry) bool { return !o.shadowed(e) })
 }
 
 // Dangling is, of the references Set.Dangling finds in the two together,

@@ -77,6 +77,21 @@ func (r referrers) each(f func(*Entry)) {
 	}
 }
 
+// any reports whether f holds for some variant, stopping at the first.
+func (r referrers) any(f func(*Entry) bool) bool {
+	for _, e := range r.list {
+		if f(e) {
+			return true
+		}
+	}
+	for e := range r.set {
+		if f(e) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r referrers) add(e *Entry) referrers {
 	if r.set == nil && len(r.list) < maxReferrerList {
 		r.list = append(r.list, e)
